@@ -1,0 +1,5 @@
+import sys
+
+from tfa_sim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""On-chip buffers: capacity accounting (``capacity``) and, in the engine, slot pools."""

@@ -1,0 +1,226 @@
+"""Run configuration: TOML/YAML → frozen dataclasses, ``--set`` overrides, legality.
+
+A config has five sections (``case``, ``tiling``, ``schedule``, ``numerics``,
+``hardware``); every key has the kernel's default.  ``load_config`` rejects
+unknown keys, wrong types and every legality rule of KERNEL.md §4 with a
+one-line :class:`~tfa_sim.errors.InputError` before anything runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfa_sim.errors import InputError
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+DEFAULT_CASE = "case_float_H_128_S0_128_S1_1024"
+
+
+@dataclass(frozen=True)
+class CaseConfig:
+    """The attention problem: O = softmax(Q·Kᵀ/sqrt(head))·V per (batch, head)."""
+
+    name: str = ""  # empty: derived as case_float_H_{head}_S0_{s0}_S1_{s1}
+    head: int = 128
+    s0: int = 128
+    s1: int = 1024
+    causal: bool = False
+    batch: int = 1
+    heads: int = 1
+    kv_heads: int = 1  # GQA: query head h reads K/V head h // (heads // kv_heads)
+
+
+@dataclass(frozen=True)
+class TilingConfig:
+    """CUBE_S0 query rows per block, logical tiles of TILE_S1 = kTileFactor·CUBE_S1 columns."""
+
+    cube_s0: int = 128
+    cube_s1: int = 128
+    tile_s1: int = 256
+
+    @property
+    def k_tile_factor(self) -> int:
+        return self.tile_s1 // self.cube_s1
+
+    @property
+    def vec_s0(self) -> int:
+        """Rows of one compute_p row slice: CUBE_S0/2 per AIV cut into kTileFactor slices."""
+        return self.cube_s0 // 2 // self.k_tile_factor
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Preload depth, GM FIFO depth and credit period, ping-pong buffer counts."""
+
+    qk_preload: int = 4  # qkPreloadNum
+    cv_fifo_size: int = 8  # CV_FIFO_SIZE, depth of the QK, P and PV FIFOs
+    cv_fifo_cons_sync_period: int = 4  # CV_FIFO_CONS_SYNC_PERIOD
+    l1_q: int = 1
+    l1_k: int = 2
+    l1_p: int = 2
+    l1_v: int = 2
+    l0a: int = 2
+    l0b: int = 2
+    l0c: int = 2
+    ub_src: int = 2  # qk / pv source tiles (shared addresses)
+    ub_x_exp: int = 2
+    ub_exp_max: int = 8  # l1_exp_max ring
+
+
+@dataclass(frozen=True)
+class NumericsConfig:
+    """Which backend executes the stage kernels and with which exp model."""
+
+    backend: str = "native"  # numpy | native
+    exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
+    seed: int = 7  # the reference generator's numpy.random.seed
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """Chip preset name (configs/hw/NAME.toml) or a preset file; cores=0 uses all."""
+
+    preset: str = "910b2"
+    file: str = ""
+    cores: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    case: CaseConfig = field(default_factory=CaseConfig)
+    tiling: TilingConfig = field(default_factory=TilingConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    numerics: NumericsConfig = field(default_factory=NumericsConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+
+    @property
+    def name(self) -> str:
+        c = self.case
+        return c.name or f"case_float_H_{c.head}_S0_{c.s0}_S1_{c.s1}"
+
+    @property
+    def tiles(self) -> int:
+        """Logical tiles per block (non-causal)."""
+        return self.case.s1 // self.tiling.tile_s1
+
+    @property
+    def blocks_per_head(self) -> int:
+        return self.case.s0 // self.tiling.cube_s0
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+
+_SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
+                  "numerics": NumericsConfig, "hardware": HardwareConfig}
+CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm")}
+
+
+def _suggest(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(options)}"
+
+
+def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
+    where = f"{section}.{key}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise InputError(f"config error: {where} = {value!r} must be true or false")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"config error: {where} = {value!r} must be an integer (e.g. {key} = {default})")
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise InputError(f"config error: {where} = {value!r} must be a string (e.g. {key} = \"{default}\")")
+        choices = CHOICES.get((section, key))
+        if choices and value not in choices:
+            raise InputError(f"config error: {where} = {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def build_config(data: dict[str, Any]) -> Config:
+    """Type-check a nested mapping against the schema and return a legal :class:`Config`."""
+    if not isinstance(data, dict):
+        raise InputError("config error: the config must be a table of sections (case, tiling, …)")
+    sections = {}
+    for section, cls in _SECTION_TYPES.items():
+        given = data.get(section, {})
+        if not isinstance(given, dict):
+            raise InputError(f"config error: [{section}] must be a table of keys, got {given!r}")
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for key, value in given.items():
+            if key not in defaults:
+                raise InputError(f"config error: unknown key {section}.{key}; {_suggest(key, list(defaults))}")
+            _check_type(section, key, value, defaults[key])
+        sections[section] = cls(**given)
+    for section in data:
+        if section not in _SECTION_TYPES:
+            raise InputError(f"config error: unknown section [{section}]; {_suggest(section, list(_SECTION_TYPES))}")
+    config = Config(**sections)
+    from tfa_sim.legality import check_legal  # legality needs hardware; avoid a cycle
+
+    check_legal(config)
+    return config
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError(f"config file {path} not found; give an existing .toml/.yaml file or use --case NAME")
+    text = path.read_text()
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            return yaml.safe_load(text) or {}
+        return tomllib.loads(text)
+    except Exception as exc:  # both parsers' errors carry line numbers
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"config file {path} does not parse: {first}") from None
+
+
+def case_path(name: str) -> Path:
+    """The shipped config of reference case ``name`` (configs/cases/NAME.toml)."""
+    path = CONFIG_DIR / "cases" / f"{name}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (CONFIG_DIR / "cases").glob("*.toml"))
+        raise InputError(f"unknown case {name!r}; {_suggest(name, known)}")
+    return path
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """``section.key=value`` → (section, key, value); value is a TOML literal or a bare string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise InputError(f"--set {text!r}: expected section.key=value, e.g. --set schedule.qk_preload=2")
+    dotted, raw = text.split("=", 1)
+    section, key = dotted.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return section, key, value
+
+
+def merge(data: dict[str, Any], section: str, key: str, value: Any) -> dict[str, Any]:
+    """Return ``data`` with ``section.key`` set (no mutation of the input)."""
+    out = {s: dict(v) if isinstance(v, dict) else v for s, v in data.items()}
+    out.setdefault(section, {})
+    if not isinstance(out[section], dict):
+        raise InputError(f"config error: [{section}] must be a table of keys")
+    out[section][key] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, case: str | None = None,
+                overrides: list[str] = ()) -> Config:
+    """Config from a file, a shipped case, or defaults (``DEFAULT_CASE``), then ``--set`` overrides."""
+    if path is not None and case is not None:
+        raise InputError("give either a CONFIG file or --case NAME, not both")
+    source = Path(path) if path is not None else case_path(case or DEFAULT_CASE)
+    data = _read_file(source)
+    for text in overrides:
+        data = merge(data, *parse_override(text))
+    return build_config(data)

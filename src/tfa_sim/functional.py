@@ -1,0 +1,115 @@
+"""The kernel's arithmetic without time: every block, tile by tile, through the four stages.
+
+The SimPy engine runs the same stage functions in the kernel's schedule; the
+output bits do not depend on the schedule, so this is also its reference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tfa_sim.backends import Backend
+from tfa_sim.blocks import Block, make_blocks
+from tfa_sim.config import Config
+from tfa_sim.inputs import Inputs
+from tfa_sim.stages.compute_gu import compute_gu, finalize
+from tfa_sim.stages.compute_p import compute_p
+from tfa_sim.stages.compute_pv import compute_pv
+from tfa_sim.stages.compute_qk import compute_qk
+
+F32 = np.float32
+
+
+def softmax_scale(head: int) -> np.float32:
+    """s = 1/sqrt(HEAD), computed in float64 and rounded once to fp32."""
+    return F32(1.0 / np.sqrt(head))
+
+
+@dataclass(frozen=True)
+class Intermediates:
+    """Every stage's output, leading [batch, heads]; per-tile arrays have a tile axis.
+
+    Tiles a causal block does not issue hold the values the kernel would carry:
+    QK and x_exp +0, l1_exp_max 1, running max/sum/O unchanged, PV +0.
+    """
+
+    qk: np.ndarray  # fp32 [B, H, S0, S1]
+    x_exp: np.ndarray  # fp16 [B, H, S0, S1]
+    l1_exp_max: np.ndarray  # fp32 [B, H, T, S0]
+    m2_global_max: np.ndarray  # fp32 [B, H, T, S0]
+    l2_global_sum: np.ndarray  # fp32 [B, H, T, S0]
+    pv: np.ndarray  # fp32 [B, H, T, S0, HEAD]
+    running_o: np.ndarray  # fp32 [B, H, T, S0, HEAD], after GU(t)
+
+    @classmethod
+    def empty(cls, config: Config) -> Intermediates:
+        c, n = config.case, config.tiles
+        lead = (c.batch, c.heads)
+        return cls(np.zeros(lead + (c.s0, c.s1), F32), np.zeros(lead + (c.s0, c.s1), np.float16),
+                   np.ones(lead + (n, c.s0), F32), np.zeros(lead + (n, c.s0), F32),
+                   np.zeros(lead + (n, c.s0), F32), np.zeros(lead + (n, c.s0, c.head), F32),
+                   np.zeros(lead + (n, c.s0, c.head), F32))
+
+
+@dataclass
+class BlockState:
+    """The vector side's running state of one block: row max/sum and running O."""
+
+    m2_global_max: np.ndarray | None = None
+    l2_global_sum: np.ndarray | None = None
+    running_o: list[np.ndarray | None] | None = None
+
+
+def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
+              record: Intermediates | None = None) -> np.ndarray:
+    """One block's fp32 output rows (CUBE_S0 × HEAD), stages in program order."""
+    t_cfg, head = config.tiling, config.case.head
+    cube_s0, cube_s1, tile_s1, vec_s0 = t_cfg.cube_s0, t_cfg.cube_s1, t_cfg.tile_s1, t_cfg.vec_s0
+    half = cube_s0 // 2
+    scale = softmax_scale(head)
+    rows = slice(block.row0, block.row0 + cube_s0)
+    q_block = inputs.q[block.batch, block.head, rows]
+    k = inputs.k[block.batch, block.kv_head]
+    v = inputs.v[block.batch, block.kv_head]
+    m = np.empty(cube_s0, F32)
+    l = np.empty(cube_s0, F32)
+    running_o: list[np.ndarray | None] = [None, None]
+    for t in range(block.tiles):
+        cols = slice(t * tile_s1, (t + 1) * tile_s1)
+        qk_tile = np.concatenate([compute_qk(backend, block, q_block, k[t * tile_s1 + s * cube_s1:][:cube_s1], t, s)
+                                  for s in range(t_cfg.k_tile_factor)], axis=1)
+        x_exp = np.empty((cube_s0, tile_s1), np.float16)
+        exp_max = np.empty(cube_s0, F32)
+        for r0 in range(0, cube_s0, vec_s0):  # AIV 0 owns rows [0, half), AIV 1 [half, cube_s0)
+            sl = slice(r0, r0 + vec_s0)
+            res = compute_p(backend, block, qk_tile[sl], t, block.row0 + r0,
+                            None if t == 0 else m[sl], None if t == 0 else l[sl], scale)
+            x_exp[sl], exp_max[sl], m[sl], l[sl] = res
+        pv = compute_pv(backend, block, x_exp, v[cols], t)
+        for aiv in range(2):
+            hs = slice(aiv * half, (aiv + 1) * half)
+            running_o[aiv] = compute_gu(backend, running_o[aiv], pv[hs], exp_max[hs])
+        if record is not None:
+            idx = (block.batch, block.head)
+            record.qk[idx][rows, cols] = qk_tile
+            record.x_exp[idx][rows, cols] = x_exp
+            record.l1_exp_max[idx][t, rows] = exp_max
+            record.pv[idx][t, rows] = pv
+            record.m2_global_max[idx][t:, rows] = m
+            record.l2_global_sum[idx][t:, rows] = l
+            record.running_o[idx][t:, rows] = np.concatenate(running_o)
+    return np.concatenate([finalize(backend, running_o[aiv], l[aiv * half:(aiv + 1) * half])
+                           for aiv in range(2)])
+
+
+def run_functional(backend: Backend, config: Config, inputs: Inputs,
+                   record: bool = False) -> tuple[np.ndarray, Intermediates | None]:
+    """O [batch, heads, S0, HEAD] fp32 and, with ``record``, every intermediate."""
+    c = config.case
+    out = np.empty((c.batch, c.heads, c.s0, c.head), F32)
+    rec = Intermediates.empty(config) if record else None
+    for block in make_blocks(config):
+        out[block.batch, block.head, block.row0:block.row0 + config.tiling.cube_s0] = \
+            run_block(backend, config, block, inputs, rec)
+    return out, rec

@@ -1,0 +1,67 @@
+"""KERNEL.md §4: which (case, tiling, schedule) tuples the kernel accepts.
+
+``check_legal`` raises a one-line :class:`InputError` naming the first rule
+broken, the values involved and a legal alternative.
+"""
+from __future__ import annotations
+
+from tfa_sim.buffers.capacity import buffer_use, cube_k
+from tfa_sim.config import Config
+from tfa_sim.errors import InputError
+from tfa_sim.hardware import load_hardware
+
+
+def _divisors_near(n: int, target: int, step: int = 1) -> int:
+    """The divisor of ``n`` (a multiple of ``step``) closest to ``target``."""
+    cands = [d for d in range(step, n + 1, step) if n % d == 0] or [n]
+    return min(cands, key=lambda d: (abs(d - target), d))
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise InputError(f"illegal config: {message}")
+
+
+def check_legal(config: Config) -> None:
+    """Raise :class:`InputError` for the first broken legality rule."""
+    c, t, s = config.case, config.tiling, config.schedule
+    for section, obj in (("case", c), ("tiling", t), ("schedule", s)):
+        for key, value in vars(obj).items():
+            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+                raise InputError(f"illegal config: {section}.{key}={value} must be ≥ 1")
+    _require(c.head % 16 == 0, f"case.head={c.head} must be a multiple of 16 (cube fractal 16×16); use 64 or 128")
+    _require(c.heads % c.kv_heads == 0,
+             f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} (GQA groups); "
+             f"use kv_heads={_divisors_near(c.heads, c.kv_heads)}")
+    _require(c.s0 % t.cube_s0 == 0, f"S0 % CUBE_S0 == 0 broken: case.s0={c.s0}, tiling.cube_s0={t.cube_s0}; "
+             f"use cube_s0={_divisors_near(c.s0, t.cube_s0, 16)}")
+    _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
+             f"use tile_s1={_divisors_near(c.s1, t.tile_s1, t.cube_s1)}")
+    _require(t.cube_s1 % 16 == 0, f"tiling.cube_s1={t.cube_s1} must be a multiple of 16 (cube fractal); use 128")
+    _require(t.tile_s1 % t.cube_s1 == 0, f"TILE_S1 % CUBE_S1 == 0 broken: tiling.tile_s1={t.tile_s1}, "
+             f"tiling.cube_s1={t.cube_s1}; use tile_s1={max(t.cube_s1, t.tile_s1 // t.cube_s1 * t.cube_s1)}")
+    kf = t.k_tile_factor
+    _require(t.cube_s0 % (2 * kf) == 0, f"CUBE_S0 % (2·kTileFactor) == 0 broken: cube_s0={t.cube_s0}, "
+             f"kTileFactor={kf} (tile_s1/cube_s1); use a smaller tile_s1 or cube_s0={2 * kf * max(1, t.cube_s0 // (2 * kf))}")
+    _require(t.vec_s0 * 4 % 32 == 0, f"Vec_S0·4 must be a multiple of 32 bytes: Vec_S0 = cube_s0/2/kTileFactor = "
+             f"{t.vec_s0} rows; need Vec_S0 ≥ 8, e.g. tile_s1={t.cube_s1 * max(1, t.cube_s0 // 16)} or larger cube_s1")
+    _require(t.cube_s0 // 2 * 4 % 32 == 0, f"(CUBE_S0/2)·4 must be a multiple of 32 bytes: cube_s0={t.cube_s0}; "
+             f"use a multiple of 16")
+    _require(s.qk_preload <= s.cv_fifo_size, f"1 ≤ qkPreloadNum ≤ CV_FIFO_SIZE broken: schedule.qk_preload="
+             f"{s.qk_preload}, cv_fifo_size={s.cv_fifo_size}; use qk_preload={s.cv_fifo_size}")
+    _require(s.qk_preload > 1 or kf == 1, f"qkPreloadNum > 1 unless kTileFactor == 1 broken: qk_preload=1 with "
+             f"kTileFactor={kf}; use qk_preload=2")
+    hw = load_hardware(config.hardware)
+    use = buffer_use(config, hw.ub_align)
+    _require(use.l1_bytes <= hw.l1, f"L1 holds {use.l1_bytes} bytes > {hw.l1} ({use.l1}); reduce buffer counts "
+             f"(schedule.l1_*) or tile sizes")
+    _require(use.ub_bytes <= hw.ub, f"UB holds {use.ub_bytes} bytes > {hw.ub} ({use.ub}); reduce tiling.tile_s1 "
+             f"or schedule.ub_* counts")
+    acc = hw.l0c // s.l0c
+    _require(use.l0c_accumulator <= acc, f"one L0C accumulator needs {use.l0c_accumulator} bytes > {acc} "
+             f"(l0c {hw.l0c} / schedule.l0c={s.l0c}); reduce cube_s0 or cube_s1")
+    a_half, b_half = hw.l0a // s.l0a, hw.l0b // s.l0b
+    for stage, m, n, kdim in (("compute_qk", t.cube_s0, t.cube_s1, c.head), ("compute_pv", t.cube_s0, c.head, t.cube_s1)):
+        _require(cube_k(m, n, kdim, a_half, b_half) is not None,
+                 f"{stage}: no CubeK in 256/128/64/32 fits L0A/L0B halves ({a_half}/{b_half} bytes) with M={m}, "
+                 f"N={n}; reduce cube_s0 or use schedule.l0a/l0b=1")
