@@ -1,0 +1,569 @@
+/* tfa_native.c -- the TFA stage kernels, bit-identical to the numpy backend.
+ *
+ * Each kernel executes the fp32 operations of src/tfa_sim/numerics.py in the
+ * same order; every rounding point carries a comment naming the kernel step it
+ * mirrors.  Build flags (native/build_native.py): -O3 -ffp-contract=off
+ * -fno-fast-math -std=c11, so the compiler neither fuses a*b+c nor reorders.
+ *
+ * Speed without losing portability: on x86-64 GCC/clang the hot loops are
+ * compiled twice, once for the baseline (SSE2) and once for AVX2, and picked
+ * at run time with __builtin_cpu_supports.  Both copies come from the same
+ * always-inline body, so they run the same operations in the same order.
+ * Only the matmul copy may use FMA (see matmul_f32_body for why that is exact);
+ * the AVX2 copy of every other kernel is compiled without FMA in its target.
+ *
+ * No global state: scratch memory is on the stack or malloc'd per call.
+ */
+#include "tfa_native.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TFA_INLINE static inline __attribute__((always_inline))
+#else
+#define TFA_INLINE static inline
+#endif
+
+/* -DTFA_DISPATCH=0 builds the baseline copy only (used to test that copy on AVX2 machines). */
+#ifndef TFA_DISPATCH
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TFA_DISPATCH 1
+#else
+#define TFA_DISPATCH 0
+#endif
+#endif
+
+#if TFA_DISPATCH
+#define TFA_TARGET_AVX2 __attribute__((target("avx2")))
+#define TFA_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* numerics constants: the same fp32 values as numerics.py (hex-float literals
+ * of np.float32(<decimal in numerics.py>)). */
+
+static const float EXP_LOG2E = 0x1.715476p+0f;   /* F32(1.44269504088896341) */
+static const float EXP_LN2_HI = 0x1.63p-1f;      /* F32(0.693359375), 9 bits: n*LN2_HI exact */
+static const float EXP_LN2_LO = -0x1.bd0106p-13f; /* F32(-2.12194440e-4) */
+static const float EXP_P0 = 0x1.a0d2cep-13f;     /* F32(1.9875691500e-4) */
+static const float EXP_P1 = 0x1.6e879cp-10f;     /* F32(1.3981999507e-3) */
+static const float EXP_P2 = 0x1.111210p-7f;      /* F32(8.3334519073e-3) */
+static const float EXP_P3 = 0x1.555382p-5f;      /* F32(4.1665795894e-2) */
+static const float EXP_P4 = 0x1.555554p-3f;      /* F32(1.6666665459e-1) */
+static const float EXP_P5 = 0x1p-1f;             /* F32(5.0000001201e-1) == 0.5f */
+static const float EXP_X_MIN = -104.0f;
+static const float EXP_X_MAX = 89.0f;
+
+/* numerics.REPEAT_F32: elements of one 256-byte fp32 vector repeat = row-sum chunk. */
+#define TFA_REPEAT_F32 64
+
+/* ------------------------------------------------------------------------ */
+/* bit helpers (memcpy: the defined way to reinterpret) */
+
+TFA_INLINE uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+TFA_INLINE float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* All ones if c, else 0.  Selecting with masks instead of ?: keeps every fp32
+ * operation unconditional: with -ftrapping-math (the default) the compiler
+ * will not if-convert a loop whose fp ops it has sunk into a branch, so the
+ * selects would otherwise block vectorisation.  Values are unchanged. */
+TFA_INLINE uint32_t mask_u32(int c) { return (uint32_t)0 - (uint32_t)(c != 0); }
+
+/* m ? a : b, bitwise, for a mask m from mask_u32. */
+TFA_INLINE uint32_t select_u32(uint32_t m, uint32_t a, uint32_t b) { return (a & m) | (b & ~m); }
+
+/* fp16 -> fp32, exact for every input (F. Giesen's half_to_float, branch-free).
+ * NaN payloads are kept (shifted up 13 bits), as numpy does. */
+TFA_INLINE float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t o = ((uint32_t)h & 0x7fffu) << 13; /* exponent + mantissa in fp32 place */
+    uint32_t e = o & 0x0f800000u;               /* the fp16 exponent field */
+    o += 0x38000000u;                           /* rebias: (127 - 15) << 23 */
+    /* Inf/NaN: exponent 31 -> 255 */
+    uint32_t special = o + 0x38000000u;
+    /* zero/subnormal: 2^-14·(1 + m/1024) - 2^-14 = m·2^-24, an exact fp32 subtraction */
+    uint32_t sub = f32_bits(bits_f32(o + 0x00800000u) - 0x1p-14f);
+    uint32_t r = select_u32(mask_u32(e == 0u), sub, o);
+    r = select_u32(mask_u32(e == 0x0f800000u), special, r);
+    return bits_f32(r | sign);
+}
+
+/* fp32 -> fp16: numerics.to_fp16, the kernel's CAST_ROUND, round to nearest even,
+ * subnormals included, overflow to inf (F. Giesen's float_to_half_fast3_rtne,
+ * branch-free).  NaN keeps the top 10 payload bits and stays NaN, exactly like
+ * numpy's float32 -> float16 cast (npy_floatbits_to_halfbits). */
+TFA_INLINE uint16_t f32_to_f16(float f)
+{
+    uint32_t x = f32_bits(f);
+    uint32_t sign = x & 0x80000000u;
+    x ^= sign; /* |f| */
+    /* normal result: rebias the exponent ((15 - 127) << 23) and round the 13
+     * dropped mantissa bits to nearest even (+0xfff, +1 if the kept lsb is odd);
+     * a carry into exponent 31 gives inf, as it must */
+    uint32_t mant_odd = (x >> 13) & 1u;
+    uint32_t normal = (x + 0xc8000fffu + mant_odd) >> 13;
+    /* subnormal/zero result (|f| < 2^-14): adding 0.5f aligns the result's
+     * mantissa to the fp32 lsb (ulp 2^-24), the fp32 add rounds to nearest even */
+    uint32_t sub = f32_bits(bits_f32(x) + 0.5f) - 0x3f000000u;
+    uint32_t nan_payload = (x & 0x007fffffu) >> 13;
+    uint32_t nan = 0x7c00u | nan_payload | (uint32_t)(nan_payload == 0u);
+    uint32_t o = select_u32(mask_u32(x < 0x38800000u), sub, normal);
+    o = select_u32(mask_u32(x >= 0x47800000u), 0x7c00u, o); /* |f| >= 65536: inf */
+    o = select_u32(mask_u32(x > 0x7f800000u), nan, o);
+    return (uint16_t)(o | (sign >> 16));
+}
+
+/* ------------------------------------------------------------------------ */
+/* exp models */
+
+/* numerics.exp_tfa, operation for operation (every line one fp32 rounding). */
+TFA_INLINE float exp_tfa1(float x)
+{
+    uint32_t nan_mask = mask_u32(x != x);
+    /* 1. clamp to [-104, 89] with explicit comparisons; NaN computes on +0 and is
+     *    returned untouched at the end */
+    float xc = x < EXP_X_MIN ? EXP_X_MIN : (x > EXP_X_MAX ? EXP_X_MAX : x);
+    xc = bits_f32(select_u32(nan_mask, 0u, f32_bits(xc)));
+    /* 2. n = rint(x·LOG2E): one rounding for the product, rint rounds half to even
+     *    in the default rounding mode */
+    float n = rintf(xc * EXP_LOG2E);
+    /* 3. Cody-Waite: r = (x - n·LN2_HI) - n·LN2_LO (n·LN2_HI is exact) */
+    float r = (xc - n * EXP_LN2_HI) - n * EXP_LN2_LO;
+    /* 4. Horner, each * and + rounded separately (contraction off) */
+    float p = EXP_P0;
+    p = p * r + EXP_P1;
+    p = p * r + EXP_P2;
+    p = p * r + EXP_P3;
+    p = p * r + EXP_P4;
+    p = p * r + EXP_P5;
+    p = p * (r * r);
+    p = p + r;
+    p = p + 1.0f;
+    /* 5. 2^n in two exact powers built from exponent bits; n in [-150, 128] so
+     *    n1 = n >> 1 (floor) is taken on n + 256 >= 0 to keep the shift defined */
+    int32_t ni = (int32_t)n;
+    int32_t n1 = ((ni + 256) >> 1) - 128;
+    float scale1 = bits_f32((uint32_t)(n1 + 127) << 23);
+    float scale2 = bits_f32((uint32_t)(ni - n1 + 127) << 23);
+    /* first product exact, second rounds once (correct subnormal results) */
+    float out = (p * scale1) * scale2;
+    return bits_f32(select_u32(nan_mask, f32_bits(x), f32_bits(out)));
+}
+
+/* ------------------------------------------------------------------------ */
+/* row sum: numerics.row_sum */
+
+/* One halving step of the chunk tree: v[:h] + v[h:2h]. */
+TFA_INLINE void halve(float *v, int h)
+{
+    for (int i = 0; i < h; i++)
+        v[i] = v[i] + v[i + h]; /* row_sum tree: v[:, :, :half] + v[:, :, half:] */
+}
+
+/* Sum of one 64-element chunk by the halving tree; v is destroyed. */
+TFA_INLINE float chunk_tree_sum(float *v)
+{
+    halve(v, 32);
+    halve(v, 16);
+    halve(v, 8);
+    halve(v, 4);
+    halve(v, 2);
+    halve(v, 1);
+    return v[0];
+}
+
+/* Zero-pad v[filled:64] with +0 (numerics.row_sum pads the last chunk with +0). */
+TFA_INLINE void pad_chunk(float *v, int filled)
+{
+    for (int i = filled; i < TFA_REPEAT_F32; i++)
+        v[i] = 0.0f;
+}
+
+TFA_INLINE void row_sum_body(const float *x, int rows, int cols, float *out)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * (size_t)cols;
+        float acc = 0.0f;
+        for (int c0 = 0; c0 < cols; c0 += TFA_REPEAT_F32) {
+            int nc = cols - c0 < TFA_REPEAT_F32 ? cols - c0 : TFA_REPEAT_F32;
+            float v[TFA_REPEAT_F32];
+            memcpy(v, xr + c0, (size_t)nc * sizeof(float));
+            pad_chunk(v, nc);
+            float t = chunk_tree_sum(v);
+            /* row_sum: chunk results added in order, acc = v0, then acc += vc */
+            acc = c0 == 0 ? t : acc + t;
+        }
+        out[r] = acc;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* compute_p: NumpyBackend.compute_p, one 64-element chunk at a time so the
+ * unrounded fp32 E never leaves a stack buffer. */
+
+/* numerics.row_max: exact, so any order gives the same value; NaN propagates
+ * (the first NaN of the row is returned).  Eight running maxima (one AVX2
+ * vector, maxps) then combined in order.  Only a row whose max is a zero of
+ * both signs could tell orders apart (numpy's own answer there depends on its
+ * SIMD lanes); the pipeline never produces -0 scores (sums start from +0). */
+TFA_INLINE float row_max1(const float *x, int cols)
+{
+    enum { LANES = 8 };
+    float part[LANES];
+    uint32_t nan_seen[LANES];
+    for (int k = 0; k < LANES; k++) {
+        part[k] = x[0];
+        nan_seen[k] = 0u;
+    }
+    int j = 0;
+    for (; j + LANES <= cols; j += LANES) {
+        for (int k = 0; k < LANES; k++) {
+            float v = x[j + k];
+            nan_seen[k] |= mask_u32(v != v);
+            part[k] = part[k] > v ? part[k] : v;
+        }
+    }
+    float m = part[0];
+    uint32_t any_nan = nan_seen[0];
+    for (int k = 1; k < LANES; k++) {
+        m = m > part[k] ? m : part[k];
+        any_nan |= nan_seen[k];
+    }
+    for (; j < cols; j++) {
+        any_nan |= mask_u32(x[j] != x[j]);
+        m = m > x[j] ? m : x[j];
+    }
+    if (any_nan) {
+        for (j = 0; j < cols; j++)
+            if (x[j] != x[j])
+                return x[j];
+    }
+    return m;
+}
+
+TFA_INLINE void compute_p_body(const float *x, int rows, int cols, float s, int first, int exp_model,
+                               float *m_io, float *l_io, float *l1_exp_max, uint16_t *x_exp)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * (size_t)cols;
+        uint16_t *er = x_exp + (size_t)r * (size_t)cols;
+        float tile_max = cols > 0 ? row_max1(xr, cols) : -INFINITY;
+        float m, l1;
+        if (first) {
+            m = tile_max;
+            l1 = 1.0f; /* np.ones_like(m) */
+        } else {
+            float m_prev = m_io[r];
+            /* np.maximum(tile_max, m_prev): NaN propagates, ties return m_prev */
+            m = tile_max != tile_max ? tile_max : m_prev != m_prev ? m_prev : tile_max > m_prev ? tile_max : m_prev;
+            /* l1_exp_max = exp((M_prev - m)·s): subtract, round; scale, round; exp */
+            float t = (m_prev - m) * s;
+            l1 = exp_model == 0 ? exp_tfa1(t) : expf(t);
+        }
+        float tile_sum = 0.0f;
+        for (int c0 = 0; c0 < cols; c0 += TFA_REPEAT_F32) {
+            int nc = cols - c0 < TFA_REPEAT_F32 ? cols - c0 : TFA_REPEAT_F32;
+            const float *xc = xr + c0; /* pointers, not xr[c0 + j]: Python builds with */
+            uint16_t *ec = er + c0;    /* -fwrapv, which blocks vectorising int sums  */
+            float e[TFA_REPEAT_F32];
+            /* E = exp((x - m)·s): subtract the max first (round), then scale (round) */
+            if (exp_model == 0) {
+                for (int j = 0; j < nc; j++)
+                    e[j] = exp_tfa1((xc[j] - m) * s);
+            } else {
+                for (int j = 0; j < nc; j++)
+                    e[j] = expf((xc[j] - m) * s);
+            }
+            /* x_exp = fp16(E): CAST_ROUND, round to nearest even */
+            for (int j = 0; j < nc; j++)
+                ec[j] = f32_to_f16(e[j]);
+            /* tile_sum = row_sum(E) on the unrounded fp32 E */
+            pad_chunk(e, nc);
+            float t = chunk_tree_sum(e);
+            tile_sum = c0 == 0 ? t : tile_sum + t;
+        }
+        /* L = l1_exp_max·L_prev + tile_sum: two roundings (no FMA) */
+        float l = first ? tile_sum : l1 * l_io[r] + tile_sum;
+        m_io[r] = m;
+        l_io[r] = l;
+        l1_exp_max[r] = l1;
+    }
+}
+
+TFA_INLINE void exp_body(const float *x, float *out, long n, int exp_model)
+{
+    if (exp_model == 0) {
+        for (long i = 0; i < n; i++)
+            out[i] = exp_tfa1(x[i]);
+    } else {
+        for (long i = 0; i < n; i++)
+            out[i] = expf(x[i]);
+    }
+}
+
+TFA_INLINE void to_fp16_body(const float *x, uint16_t *out, long n)
+{
+    for (long i = 0; i < n; i++)
+        out[i] = f32_to_f16(x[i]); /* CAST_ROUND, round to nearest even */
+}
+
+/* ------------------------------------------------------------------------ */
+/* matmul: numerics.matmul_f16 */
+
+/* Rows of out computed together: each b row loaded is reused by TFA_MR rows. */
+#define TFA_MR 4
+/* Columns of out per register block (2 AVX2 vectors per row). */
+#define TFA_NR 16
+
+/* out (m×n) = a (m×kdim) · b (kdim×n), fp32 values that are exact fp16 values.
+ * out[i][j] = ((0 + a[i][0]·b[0][j]) + a[i][1]·b[1][j]) + ... sequentially in k.
+ *
+ * use_fma: a product of two fp16 values has at most 22 significant bits and an
+ * exponent in [-48, 32], so it is exact in fp32; fma(a, b, acc) rounds
+ * acc + a·b once, exactly like the rounded add after an exact multiply
+ * (signed zeros included).  FMA is therefore bit-identical here, and only here:
+ * nowhere else are the products exact. */
+TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim, int n, float *out, int use_fma)
+{
+#define TFA_MADD(x, y, acc) (use_fma ? __builtin_fmaf((x), (y), (acc)) : (acc) + (x) * (y))
+    int i = 0;
+    for (; i + TFA_MR <= m; i += TFA_MR) {
+        const float *a0 = a + (size_t)(i + 0) * (size_t)kdim;
+        const float *a1 = a + (size_t)(i + 1) * (size_t)kdim;
+        const float *a2 = a + (size_t)(i + 2) * (size_t)kdim;
+        const float *a3 = a + (size_t)(i + 3) * (size_t)kdim;
+        int j0 = 0;
+        for (; j0 + TFA_NR <= n; j0 += TFA_NR) {
+            float c0[TFA_NR], c1[TFA_NR], c2[TFA_NR], c3[TFA_NR];
+            for (int j = 0; j < TFA_NR; j++) {
+                c0[j] = 0.0f; /* matmul_f16: acc starts from +0 */
+                c1[j] = 0.0f;
+                c2[j] = 0.0f;
+                c3[j] = 0.0f;
+            }
+            for (int kk = 0; kk < kdim; kk++) {
+                const float *bk = b + (size_t)kk * (size_t)n + j0;
+                float x0 = a0[kk], x1 = a1[kk], x2 = a2[kk], x3 = a3[kk];
+                for (int j = 0; j < TFA_NR; j++) {
+                    /* matmul_f16: acc = acc + a[:, k]·b[k, :], one rounding per k */
+                    c0[j] = TFA_MADD(x0, bk[j], c0[j]);
+                    c1[j] = TFA_MADD(x1, bk[j], c1[j]);
+                    c2[j] = TFA_MADD(x2, bk[j], c2[j]);
+                    c3[j] = TFA_MADD(x3, bk[j], c3[j]);
+                }
+            }
+            for (int j = 0; j < TFA_NR; j++) {
+                out[(size_t)(i + 0) * (size_t)n + j0 + j] = c0[j];
+                out[(size_t)(i + 1) * (size_t)n + j0 + j] = c1[j];
+                out[(size_t)(i + 2) * (size_t)n + j0 + j] = c2[j];
+                out[(size_t)(i + 3) * (size_t)n + j0 + j] = c3[j];
+            }
+        }
+        /* column remainder: same order, one row at a time, accumulating in out */
+        for (int r = i; r < i + TFA_MR && j0 < n; r++) {
+            float *o = out + (size_t)r * (size_t)n;
+            const float *ar = a + (size_t)r * (size_t)kdim;
+            for (int j = j0; j < n; j++)
+                o[j] = 0.0f;
+            for (int kk = 0; kk < kdim; kk++) {
+                const float *bk = b + (size_t)kk * (size_t)n;
+                float x = ar[kk];
+                for (int j = j0; j < n; j++)
+                    o[j] = TFA_MADD(x, bk[j], o[j]);
+            }
+        }
+    }
+    /* row remainder */
+    for (; i < m; i++) {
+        float *o = out + (size_t)i * (size_t)n;
+        const float *ar = a + (size_t)i * (size_t)kdim;
+        for (int j = 0; j < n; j++)
+            o[j] = 0.0f;
+        for (int kk = 0; kk < kdim; kk++) {
+            const float *bk = b + (size_t)kk * (size_t)n;
+            float x = ar[kk];
+            for (int j = 0; j < n; j++)
+                o[j] = TFA_MADD(x, bk[j], o[j]);
+        }
+    }
+#undef TFA_MADD
+}
+
+/* fp16 -> fp32 of n contiguous values (exact). */
+TFA_INLINE void f16_to_f32_body(const uint16_t *h, float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        f[i] = f16_to_f32(h[i]);
+}
+
+/* Transpose fp32 src (rows × cols) into dst (cols × rows), in 8×8 blocks. */
+TFA_INLINE void transpose_body(const float *src, int rows, int cols, float *dst)
+{
+    enum { TB = 8 };
+    for (int r0 = 0; r0 < rows; r0 += TB) {
+        int r1 = r0 + TB < rows ? r0 + TB : rows;
+        for (int c0 = 0; c0 < cols; c0 += TB) {
+            int c1 = c0 + TB < cols ? c0 + TB : cols;
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++)
+                    dst[(size_t)c * (size_t)rows + r] = src[(size_t)r * (size_t)cols + c];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* the two compiled copies of each hot body */
+
+static void matmul_f32_base(const float *a, const float *b, int m, int kdim, int n, float *out)
+{
+    matmul_f32_body(a, b, m, kdim, n, out, 0);
+}
+static void f16_to_f32_base(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
+static void transpose_base(const float *src, int rows, int cols, float *dst) { transpose_body(src, rows, cols, dst); }
+static void compute_p_base(const float *x, int rows, int cols, float s, int first, int exp_model, float *m_io,
+                           float *l_io, float *l1_exp_max, uint16_t *x_exp)
+{
+    compute_p_body(x, rows, cols, s, first, exp_model, m_io, l_io, l1_exp_max, x_exp);
+}
+static void exp_base(const float *x, float *out, long n, int exp_model) { exp_body(x, out, n, exp_model); }
+static void row_sum_base(const float *x, int rows, int cols, float *out) { row_sum_body(x, rows, cols, out); }
+static void to_fp16_base(const float *x, uint16_t *out, long n) { to_fp16_body(x, out, n); }
+
+#if TFA_DISPATCH
+TFA_TARGET_AVX2_FMA static void matmul_f32_avx2(const float *a, const float *b, int m, int kdim, int n, float *out)
+{
+    matmul_f32_body(a, b, m, kdim, n, out, 1);
+}
+TFA_TARGET_AVX2 static void f16_to_f32_avx2(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
+TFA_TARGET_AVX2 static void transpose_avx2(const float *src, int rows, int cols, float *dst)
+{
+    transpose_body(src, rows, cols, dst);
+}
+/* no "fma" in these targets: the compiler cannot fuse even if asked to */
+TFA_TARGET_AVX2 static void compute_p_avx2(const float *x, int rows, int cols, float s, int first, int exp_model,
+                                           float *m_io, float *l_io, float *l1_exp_max, uint16_t *x_exp)
+{
+    compute_p_body(x, rows, cols, s, first, exp_model, m_io, l_io, l1_exp_max, x_exp);
+}
+TFA_TARGET_AVX2 static void exp_avx2(const float *x, float *out, long n, int exp_model)
+{
+    exp_body(x, out, n, exp_model);
+}
+TFA_TARGET_AVX2 static void row_sum_avx2(const float *x, int rows, int cols, float *out)
+{
+    row_sum_body(x, rows, cols, out);
+}
+TFA_TARGET_AVX2 static void to_fp16_avx2(const float *x, uint16_t *out, long n) { to_fp16_body(x, out, n); }
+
+static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
+static int have_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#define TFA_PICK(cond, name) ((cond) ? name##_avx2 : name##_base)
+#else
+#define TFA_PICK(cond, name) (name##_base)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* public kernels */
+
+/* fp16 a (m×kdim) · fp16 b (kdim×n, or n×kdim when b_is_rows_of_bt) -> fp32 out. */
+static void matmul_f16(const uint16_t *a, const uint16_t *b, int m, int kdim, int n, int b_transposed, float *out)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    size_t na = (size_t)m * (size_t)kdim, nb = (size_t)kdim * (size_t)n;
+    /* one scratch: a as fp32, b as fp32 (kdim×n), and b's rows before transposing */
+    size_t total = na + nb + (b_transposed ? nb : 0);
+    float *scratch = malloc((total > 0 ? total : 1) * sizeof(float));
+    if (scratch == NULL) {
+        /* out of memory: no way to report through a void kernel; NaN marks the result */
+        for (size_t i = 0; i < (size_t)m * (size_t)n; i++)
+            out[i] = NAN;
+        return;
+    }
+    float *a32 = scratch, *b32 = scratch + na;
+    void (*cvt)(const uint16_t *, float *, size_t) = TFA_PICK(have_avx2(), f16_to_f32);
+    /* matmul_f16: a32 = a.astype(F32), b32 = b.astype(F32), both exact */
+    cvt(a, a32, na);
+    if (b_transposed) {
+        float *bt32 = b32 + nb; /* n×kdim */
+        cvt(b, bt32, nb);
+        TFA_PICK(have_avx2(), transpose)(bt32, n, kdim, b32);
+    } else {
+        cvt(b, b32, nb);
+    }
+    TFA_PICK(have_avx2_fma(), matmul_f32)(a32, b32, m, kdim, n, out);
+    free(scratch);
+}
+
+void tfa_compute_qk(const uint16_t *q, const uint16_t *k, int m, int n, int kdim, float *out)
+{
+    matmul_f16(q, k, m, kdim, n, 1, out);
+}
+
+void tfa_compute_pv(const uint16_t *p, const uint16_t *v, int m, int kdim, int n, float *out)
+{
+    matmul_f16(p, v, m, kdim, n, 0, out);
+}
+
+void tfa_compute_p(const float *x, int rows, int cols, float scale, int first, int exp_model, float *m_io,
+                   float *l_io, float *l1_exp_max, uint16_t *x_exp)
+{
+    TFA_PICK(have_avx2(), compute_p)(x, rows, cols, scale, first, exp_model, m_io, l_io, l1_exp_max, x_exp);
+}
+
+void tfa_compute_gu(float *o, const float *pv, const float *l1_exp_max, int rows, int cols, int first)
+{
+    size_t nc = cols > 0 ? (size_t)cols : 0;
+    for (int r = 0; r < rows; r++) {
+        float *orow = o + (size_t)r * nc;
+        const float *pvrow = pv + (size_t)r * nc;
+        if (first) {
+            memcpy(orow, pvrow, nc * sizeof(float)); /* running_o = pv */
+        } else {
+            float g = l1_exp_max[r];
+            for (size_t c = 0; c < nc; c++)
+                orow[c] = g * orow[c] + pvrow[c]; /* compute_gu: l1_exp_max·o rounds, + pv rounds */
+        }
+    }
+}
+
+void tfa_normalize(float *o, const float *l, int rows, int cols)
+{
+    size_t nc = cols > 0 ? (size_t)cols : 0;
+    for (int r = 0; r < rows; r++) {
+        float *orow = o + (size_t)r * nc;
+        float lr = l[r];
+        for (size_t c = 0; c < nc; c++)
+            orow[c] = orow[c] / lr; /* normalize: O = running_o / L, one rounding */
+    }
+}
+
+void tfa_exp(const float *x, float *out, long n, int exp_model)
+{
+    TFA_PICK(have_avx2(), exp)(x, out, n, exp_model);
+}
+
+void tfa_row_sum(const float *x, int rows, int cols, float *out)
+{
+    TFA_PICK(have_avx2(), row_sum)(x, rows, cols, out);
+}
+
+void tfa_to_fp16(const float *x, uint16_t *out, long n)
+{
+    TFA_PICK(have_avx2(), to_fp16)(x, out, n);
+}

@@ -1,0 +1,210 @@
+"""Slot pools and flags: the one waiting mechanism behind every buffer and FIFO.
+
+:class:`Pool` owns the queue of waiters and triggers them in request order
+(FIFO: a later request is never granted before an earlier one).  Subclasses
+only supply their rule:
+
+* :class:`PingPong` — n slots used round-robin; a request triggers once the
+  next slot in turn has been released by its previous holder (L1, L0, UB);
+* :class:`Flag` — a counting cross-core (or inter-pipe) flag; a wait triggers
+  once the flag has been set more times than it was waited (ready/consumed
+  flags of the GM FIFOs, block end);
+
+:class:`Ring` is the unguarded buffer the kernel sizes instead of syncing
+(``l1_exp_max``); :class:`GmFifo` combines slots and two flags with the
+credit rule of KERNEL.md §3.  Misuse raises :class:`HazardError` naming the
+buffer, slot, stage, tile and cycle.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import simpy
+
+from tfa_sim.errors import ScheduleError
+
+#: Hardware cross-core flags count to 15 (a 4-bit counter).
+FLAG_MAX = 15
+
+
+class HazardError(ScheduleError):
+    """A buffer or flag used in a way the hardware would corrupt data."""
+
+
+class Pool:
+    """Base class: FIFO queue of waiters; ``_can_grant``/``_grant`` are the rule."""
+
+    def __init__(self, env: simpy.Environment, name: str) -> None:
+        self.env = env
+        self.name = name
+        self.waiters: deque[simpy.Event] = deque()
+        self.owner_pipe: Any = None  # who would unblock a waiter (for deadlock diagnosis)
+
+    def request(self, tag: Any = None) -> simpy.Event:
+        """An event that triggers, with the granted value, once the rule allows."""
+        ev = self.env.event()
+        ev.tag = tag
+        if not self.waiters and self._can_grant():
+            ev.succeed(self._grant(tag))
+        else:
+            self.waiters.append(ev)
+        return ev
+
+    def _wake(self) -> None:
+        while self.waiters and self._can_grant():
+            ev = self.waiters.popleft()
+            ev.succeed(self._grant(ev.tag))
+
+    def _can_grant(self) -> bool:
+        raise NotImplementedError
+
+    def _grant(self, tag: Any) -> Any:
+        raise NotImplementedError
+
+
+class PingPong(Pool):
+    """``count`` slots used in turn; a request triggers once its slot is free, value = slot index."""
+
+    def __init__(self, env: simpy.Environment, name: str, count: int) -> None:
+        super().__init__(env, name)
+        self.count = count
+        self.holder: list[Any] = [None] * count
+        self.data: list[Any] = [None] * count
+        self.next = 0
+        self.in_use = 0
+        self.peak = 0
+
+    def _can_grant(self) -> bool:
+        return self.holder[self.next] is None
+
+    def _grant(self, tag: Any) -> int:
+        slot = self.next
+        self.holder[slot] = tag if tag is not None else True
+        self.next = (slot + 1) % self.count
+        self.in_use += 1
+        self.peak = max(self.peak, self.in_use)
+        return slot
+
+    def release(self, slot: int) -> None:
+        """The holder is done with ``slot``; the next request in turn may take it."""
+        if self.holder[slot] is None:
+            raise HazardError(f"{self.name} slot {slot} released twice at cycle {self.env.now:.0f}")
+        self.holder[slot] = None
+        self.in_use -= 1
+        self._wake()
+
+
+class Flag(Pool):
+    """A counting flag: ``set`` adds one (after ``latency`` cycles), a request consumes one."""
+
+    def __init__(self, env: simpy.Environment, name: str, latency: float = 0.0) -> None:
+        super().__init__(env, name)
+        self.latency = latency
+        self.count = 0
+        self.sets = 0
+        self.waits = 0
+
+    def _can_grant(self) -> bool:
+        return self.count > 0
+
+    def _grant(self, tag: Any) -> None:
+        self.count -= 1
+        self.waits += 1
+
+    def set(self) -> None:
+        """Signal the flag; a waiter sees it ``latency`` cycles later."""
+        if self.latency:
+            self.env.timeout(self.latency).callbacks.append(lambda _ev: self._arrive())
+        else:
+            self._arrive()
+
+    def _arrive(self) -> None:
+        self.count += 1
+        self.sets += 1
+        if self.count > FLAG_MAX:
+            raise HazardError(f"flag {self.name} set {self.count} times without a wait (counter max "
+                              f"{FLAG_MAX}) at cycle {self.env.now:.0f}")
+        self._wake()
+
+
+class Ring:
+    """Slots written round-robin with no flag: a write into a slot still unread is a hazard."""
+
+    def __init__(self, env: simpy.Environment, name: str, count: int) -> None:
+        self.env = env
+        self.name = name
+        self.count = count
+        self.holder: list[Any] = [None] * count
+        self.data: list[Any] = [None] * count
+
+    def write(self, index: int, tag: str) -> None:
+        """Claim the slot of tile ``index`` for writing (the data lives in ``data[slot]``)."""
+        slot = index % self.count
+        if self.holder[slot] is not None:
+            raise HazardError(f"{self.name} slot {slot} overwritten by {tag} at cycle {self.env.now:.0f} "
+                              f"while {self.holder[slot]} is still unread; raise schedule.ub_exp_max above "
+                              f"qk_preload")
+        self.holder[slot] = tag
+
+    def read(self, index: int, tag: str) -> Any:
+        """Consume the slot of tile ``index``; its data may be overwritten from now on."""
+        slot = index % self.count
+        if self.holder[slot] is None:
+            raise HazardError(f"{self.name} slot {slot} read by {tag} at cycle {self.env.now:.0f} before "
+                              f"it was written")
+        self.holder[slot] = None
+        return self.data[slot]
+
+
+class GmFifo:
+    """A GM FIFO of ``depth`` tile slots with ready/consumed flags and the credit rule.
+
+    Each of the two AIVs is a *lane* with its own rows, its own ready flag and its
+    own credit flag (the cube side writes or reads both lanes).  Producer: before
+    writing tile t it waits for one credit when ``t >= depth and t % period == 0``;
+    after the last store it sets ``ready``.  Consumer: waits ``ready`` before the
+    first load of tile t; after the last load it frees the slot and, when
+    ``(t + 1) % period == 0``, sends one credit (worth ``period`` slots).
+    Writing a slot whose previous tile is still unread is a hazard.
+    """
+
+    LANES = 2
+
+    def __init__(self, env: simpy.Environment, name: str, depth: int, period: int, latency: float) -> None:
+        self.env = env
+        self.name = name
+        self.depth = depth
+        self.period = period
+        self.ready = [Flag(env, f"{name}.ready[aiv{a}]", latency) for a in range(self.LANES)]
+        self.consumed = [Flag(env, f"{name}.consumed[aiv{a}]", latency) for a in range(self.LANES)]
+        self.unread: list[list[int | None]] = [[None] * depth for _ in range(self.LANES)]
+        self.data: list[Any] = [None] * depth
+
+    def must_wait_credit(self, t: int) -> bool:
+        """Producer credit rule: wait when t ≥ depth and t % period == 0 (t = 8, 12, 16 … by default)."""
+        return t >= self.depth and t % self.period == 0
+
+    def notifies(self, t: int) -> bool:
+        """Consumer credit rule: notify when (t + 1) % period == 0 (t = 3, 7, 11 …)."""
+        return (t + 1) % self.period == 0
+
+    def undrained_credits(self, tiles: int) -> int:
+        """Credits the consumer sends in a block that the producer never waited for (epilogue drain)."""
+        sent = sum(self.notifies(t) for t in range(tiles))
+        return sent - sum(self.must_wait_credit(t) for t in range(tiles))
+
+    def claim(self, lane: int, t: int, stage: str) -> int:
+        """The producer starts writing tile t in ``lane``: the slot's previous tile must have been read."""
+        slot = t % self.depth
+        held = self.unread[lane][slot]
+        if held is not None and held != t:
+            raise HazardError(f"{self.name} slot {slot} (aiv{lane} rows) overwritten by {stage} tile {t} at "
+                              f"cycle {self.env.now:.0f} while tile {held} is unread; the credit rule "
+                              f"(depth {self.depth}, period {self.period}) does not protect it")
+        self.unread[lane][slot] = t
+        return slot
+
+    def free(self, lane: int, t: int) -> None:
+        """The consumer of ``lane`` has finished reading tile t."""
+        self.unread[lane][t % self.depth] = None

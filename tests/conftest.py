@@ -1,0 +1,39 @@
+"""Shared fixtures: reference data location and small config helpers."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tfa_sim.config import build_config, load_config
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference_case_H128_S0_128_S1_1024"
+REFERENCE_CASES = [
+    "case_float_H_128_S0_128_S1_1024", "case_float_H_128_S0_128_S1_2048", "case_float_H_128_S0_128_S1_8192",
+    "case_float_H_128_S0_512_S1_1024", "case_float_H_128_S0_512_S1_2048", "case_float_H_128_S0_512_S1_8192",
+    "case_float_H_128_S0_128_S1_1024_T_128", "case_float_H_128_S0_2048_S1_2048_T_512",
+    "case_float_H_128_S0_128_S1_512_T_512",
+]
+# Beyond the reference cases: causal, HEAD=64, GQA (heads 8, kv_heads 2), batch 2.
+EXTRA_CONFIGS = {
+    "causal_H_128_S0_512_S1_512": {"case": {"s0": 512, "s1": 512, "causal": True}},
+    "causal_tile_64_below_cube_s0": {"case": {"s0": 512, "s1": 512, "causal": True},
+                                     "tiling": {"cube_s1": 64, "tile_s1": 64}},
+    "H_64_S0_256_S1_1024": {"case": {"head": 64, "s0": 256, "s1": 1024}},
+    "gqa_heads_8_kv_2": {"case": {"s0": 128, "s1": 512, "batch": 2, "heads": 8, "kv_heads": 2}},
+}
+
+
+def reference_config(name: str):
+    return load_config(case=name)
+
+
+def extra_config(name: str):
+    return build_config(EXTRA_CONFIGS[name])
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    if not REFERENCE_DIR.is_dir():
+        pytest.fail(f"reference data missing at {REFERENCE_DIR}: clone the project next to shared/")
+    return REFERENCE_DIR
