@@ -75,6 +75,7 @@ class ScheduleConfig:
 class NumericsConfig:
     """Which backend executes the stage kernels and with which exp model."""
 
+    enabled: bool = True  # false: timing only, no arithmetic (fast exploration of large shapes)
     backend: str = "native"  # numpy | native
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed

@@ -23,7 +23,7 @@ class VectorOp:
     elements: int  # fp32 elements processed
 
 
-def compute_p_ops(rows: int, cols: int, first: bool, masked: bool) -> list[VectorOp]:
+def compute_p_ops(rows: int, cols: int, first: bool, masked: bool) -> tuple[VectorOp, ...]:
     """compute_p on a rows×cols fp32 slice, in kernel order."""
     n = rows * cols
     ops = [VectorOp("binary", n)] if masked else []  # add −3.40282e38 above the diagonal
@@ -35,16 +35,16 @@ def compute_p_ops(rows: int, cols: int, first: bool, masked: bool) -> list[Vecto
     if not first:  # L = l1_exp_max·L_prev + rowsum
         ops += [VectorOp("binary", rows), VectorOp("binary", rows)]
     ops.append(VectorOp("unary", n))  # x_exp = fp16(E)
-    return ops
+    return tuple(ops)
 
 
-def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> list[VectorOp]:
+def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> tuple[VectorOp, ...]:
     """compute_gu on rows×HEAD: copy on the first tile, else scale and add; divide after the last."""
     n = rows * head
     ops = [VectorOp("unary", n)] if first else [VectorOp("binary", n), VectorOp("binary", n)]
     if last:
         ops.append(VectorOp("binary", n))
-    return ops
+    return tuple(ops)
 
 
 class Costs:
@@ -58,6 +58,7 @@ class Costs:
         self.gm = p["gm"]
         self.sync = p["sync"]
         self.overhead = p["overhead"]
+        self._cache: dict[tuple, float] = {}
 
     def matmul(self, m: int, n: int, k: int, cube_k: int) -> int:
         """TMATMUL cycles of an M×K·K×N product split into K-panels of ``cube_k``."""
@@ -70,7 +71,22 @@ class Costs:
         """TEXTRACT L1→L0A and L1→L0B of one sub-tile's panels (one MTE1 group)."""
         return nbytes_l0a / self.move["l1_to_l0a"] + nbytes_l0b / self.move["l1_to_l0b"]
 
-    def vector(self, ops: list[VectorOp]) -> float:
+    def compute_p(self, rows: int, cols: int, first: bool, masked: bool) -> float:
+        """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
+        key = ("p", rows, cols, first, masked)
+        if key not in self._cache:
+            self._cache[key] = self.vector(compute_p_ops(rows, cols, first, masked))
+        return self._cache[key]
+
+    def compute_gu(self, rows: int, head: int, first: bool, last: bool) -> float:
+        """Cycles of compute_gu's vector sequence (memoised per shape)."""
+        key = ("gu", rows, head, first, last)
+        if key not in self._cache:
+            self._cache[key] = self.vector(compute_gu_ops(rows, head, first, last))
+        return self._cache[key]
+
+    def vector(self, ops: tuple[VectorOp, ...]) -> float:
+        """Cycles of a sequence of vector instructions."""
         v = self.vec
         per_instr = {"unary": (v["startup_unary"], v["completion"], v["per_repeat_unary"]),
                      "binary": (v["startup_binary"], v["completion"], v["per_repeat_binary"]),

@@ -1,6 +1,7 @@
 """Run directories: naming, and writes that never leave a partial file under its final name."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import time
@@ -43,3 +44,22 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+EVENT_COLUMNS = ("unit", "pipe", "stage", "block", "tile", "sub", "kind", "start", "end", "bytes", "flops", "slots")
+
+
+def write_events(path: Path, events: list[tuple]) -> None:
+    """The run's instruction log, one row per instruction group (cycles; ``slots`` as k=v;…)."""
+    def write(fh) -> None:
+        import io
+
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        w = csv.writer(text)
+        w.writerow(EVENT_COLUMNS)
+        for e in events:
+            w.writerow((*e[:11], ";".join(f"{k}={v}" for k, v in e[11].items())))
+        text.flush()
+        text.detach()
+
+    _atomic(path, write)

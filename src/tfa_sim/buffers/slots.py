@@ -32,6 +32,16 @@ class HazardError(ScheduleError):
     """A buffer or flag used in a way the hardware would corrupt data."""
 
 
+class Granted:
+    """A request granted on the spot: already triggered, never scheduled (saves an event)."""
+
+    __slots__ = ("value",)
+    triggered = True
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 class Pool:
     """Base class: FIFO queue of waiters; ``_can_grant``/``_grant`` are the rule."""
 
@@ -41,14 +51,13 @@ class Pool:
         self.waiters: deque[simpy.Event] = deque()
         self.owner_pipe: Any = None  # who would unblock a waiter (for deadlock diagnosis)
 
-    def request(self, tag: Any = None) -> simpy.Event:
+    def request(self, tag: Any = None) -> simpy.Event | Granted:
         """An event that triggers, with the granted value, once the rule allows."""
+        if not self.waiters and self._can_grant():
+            return Granted(self._grant(tag))
         ev = self.env.event()
         ev.tag = tag
-        if not self.waiters and self._can_grant():
-            ev.succeed(self._grant(tag))
-        else:
-            self.waiters.append(ev)
+        self.waiters.append(ev)
         return ev
 
     def _wake(self) -> None:

@@ -18,9 +18,10 @@ def deadlock_report(now: float, stuck_cores: list[Any], programs: list[Any]) -> 
     lines = []
     for core in stuck_cores:
         for pipe in core.pipes():
-            if pipe.blocked is None:
+            waiting = pipe.waiting_on()
+            if waiting is None:
                 continue
-            ins, what, owner = pipe.blocked
+            ins, what, owner = waiting
             owner_name = owner.full_name if owner is not None else "nobody"
             graph.add_edge(pipe.full_name, owner_name)
             lines.append(f"{pipe.full_name} [{ins.label}, block {ins.block}] waits for {what}, "

@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 import simpy
 
-from tfa_sim.buffers.slots import Pool
+from tfa_sim.buffers.slots import Granted, PingPong, Pool
+
+FINISHED = Granted(None)
 
 #: Why a pipe waited before an instruction could start (stall breakdown keys).
 CAUSES = ("data", "slot", "credit", "gm")
@@ -22,23 +24,38 @@ CAUSES = ("data", "slot", "credit", "gm")
 class Instr:
     """One instruction group: a TLOAD, a TEXTRACT, a TMATMUL, a fixpipe store, a vector op sequence."""
 
-    __slots__ = ("stage", "block", "tile", "sub", "label", "waits", "cost", "action", "after", "done",
-                 "pipe", "slots", "nbytes", "flops", "start", "end")
+    __slots__ = ("stage", "block", "tile", "sub", "kind", "waits", "cost", "action", "after", "_done",
+                 "finished", "pipe", "slots", "nbytes", "flops", "start", "end")
 
-    def __init__(self, stage: str, block: int, tile: int, sub: int, label: str,
+    def __init__(self, stage: str, block: int, tile: int, sub: int, kind: str,
                  waits: list[tuple[str, Any, str | None]], cost: float | Callable[[float], tuple[float, float]],
                  action: Callable[[Instr], None] | None = None, after: list[Callable[[Instr], None]] | None = None,
                  nbytes: int = 0, flops: int = 0) -> None:
-        self.stage, self.block, self.tile, self.sub, self.label = stage, block, tile, sub, label
+        self.stage, self.block, self.tile, self.sub, self.kind = stage, block, tile, sub, kind
         self.waits = waits  # (cause, Instr | Pool, key for the granted slot or None)
         self.cost = cost
         self.action = action
         self.after = after or []
-        self.done: simpy.Event | None = None
+        self._done: simpy.Event | None = None
+        self.finished = False
         self.pipe: Pipe | None = None
         self.slots: dict[str, int] = {}
         self.nbytes, self.flops = nbytes, flops
         self.start = self.end = 0.0
+
+    @property
+    def label(self) -> str:
+        """E.g. ``TLOAD K [compute_qk t3 #1]`` (#: sub-tile on the cube, row slice on a vector core)."""
+        return f"{self.kind} [{self.stage} t{self.tile} #{self.sub}]"
+
+    @property
+    def done(self) -> simpy.Event | Granted:
+        """Triggers when the instruction has completed (created only if somebody has to wait)."""
+        if self.finished:
+            return FINISHED
+        if self._done is None:
+            self._done = self.pipe.env.event()
+        return self._done
 
 
 class Stats:
@@ -46,16 +63,23 @@ class Stats:
 
     def __init__(self, log_events: bool) -> None:
         self.busy: dict[str, float] = {}
-        self.stalls: dict[str, dict[str, float]] = {}
+        self.stalls: dict[str, dict[str, float]] = {
+            s: dict.fromkeys(CAUSES, 0.0) for s in ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")}
         self.events: list[tuple] | None = [] if log_events else None
 
     def stall(self, stage: str, cause: str, cycles: float) -> None:
-        per = self.stalls.setdefault(stage, dict.fromkeys(CAUSES, 0.0))
-        per[cause] += cycles
+        self.stalls[stage][cause] += cycles
 
 
 class Pipe:
-    """One in-order pipe of one core; a SimPy process drains its instruction queue."""
+    """One in-order pipe of one core.
+
+    Driven by event callbacks rather than a generator process: the pipe looks at
+    the head of its queue, registers itself on the first wait that has not yet
+    triggered, and otherwise occupies itself with a SimPy timeout for the
+    instruction's cycles.  (A generator per pipe reads the same but costs twice
+    the wall time on the large timing-only runs.)
+    """
 
     def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats) -> None:
         self.env = env
@@ -65,58 +89,92 @@ class Pipe:
         self.stats = stats
         self.queue: deque[Instr] = deque()
         self.blocked: tuple[Instr, str, Any] | None = None  # (instr, what it waits on, who would signal)
-        self._wakeup: simpy.Event | None = None
+        self._running: Instr | None = None
+        self._pending: Any = None  # the not-yet-triggered wait of the head instruction
+        self._wait_index = 0
+        self._blocked_since = 0.0
         stats.busy.setdefault(self.full_name, 0.0)
-        env.process(self._run())
 
     def issue(self, ins: Instr) -> Instr:
         ins.pipe = self
-        ins.done = self.env.event()
         self.queue.append(ins)
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
+        if self._running is None and self._pending is None and len(self.queue) == 1:
+            self._advance()
         return ins
 
-    def _run(self):
-        env, stats = self.env, self.stats
-        while True:
-            if not self.queue:
-                self._wakeup = env.event()
-                yield self._wakeup
-                continue
-            ins = self.queue[0]
-            for cause, source, key in ins.waits:
-                if isinstance(source, Pool):
-                    ev = source.request(ins.label)
-                    what, owner = source.name, source.owner_pipe
+    def _advance(self, _event: Any = None) -> None:
+        """Start the head instruction if its waits allow; otherwise wait on the first that does not."""
+        queue = self.queue
+        while queue:
+            ins = queue[0]
+            waits = ins.waits
+            n_waits = len(waits)
+            while self._wait_index < n_waits:
+                cause, source, key = waits[self._wait_index]
+                ev = self._pending
+                if ev is None:
+                    ev = source.request(ins) if type(source) is not Instr else source.done
+                    if not ev.triggered:
+                        self._pending = ev
+                        self._blocked_since = self.env._now
+                        self.blocked = (ins, source)
+                        ev.callbacks.append(self._advance)
+                        return
                 else:
-                    ev = source.done
-                    what, owner = f"{source.label} ({source.pipe.full_name})", source.pipe
-                if not ev.triggered:
-                    self.blocked = (ins, what, owner)
-                    t0 = env.now
-                    yield ev
-                    stats.stall(ins.stage, cause, env.now - t0)
+                    if not ev.triggered:  # woken by something else: keep waiting
+                        return
+                    self.stats.stalls[ins.stage][cause] += self.env._now - self._blocked_since
+                    self._pending = None
+                    self.blocked = None
                 if key is not None:
                     ins.slots[key] = ev.value
-            self.blocked = None
-            self.queue.popleft()
-            if callable(ins.cost):
-                cycles, gm_wait = ins.cost(env.now)
-                if gm_wait > 0:
-                    stats.stall(ins.stage, "gm", gm_wait)
+                self._wait_index += 1
+            self._wait_index = 0
+            queue.popleft()
+            now = self.env._now
+            cost = ins.cost
+            if type(cost) is int or type(cost) is float:
+                cycles = cost
             else:
-                cycles = ins.cost
-            ins.start = env.now
+                cycles, gm_wait = cost(now)
+                if gm_wait > 0:
+                    self.stats.stalls[ins.stage]["gm"] += gm_wait
+            ins.start = now
             if cycles > 0:
-                yield env.timeout(cycles)
-            ins.end = env.now
-            stats.busy[self.full_name] += cycles
-            if ins.action is not None:
-                ins.action(ins)
-            for fn in ins.after:
-                fn(ins)
-            ins.done.succeed()
-            if stats.events is not None:
-                stats.events.append((self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub, ins.label,
-                                     ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots)))
+                self._running = ins
+                self.env.timeout(cycles).callbacks.append(self._complete)
+                return
+            self._finish(ins, 0)
+
+    def _complete(self, _event: Any) -> None:
+        ins, self._running = self._running, None
+        self._finish(ins, self.env._now - ins.start)
+        self._advance()
+
+    def _finish(self, ins: Instr, cycles: float) -> None:
+        stats = self.stats
+        ins.end = self.env._now
+        stats.busy[self.full_name] += cycles
+        if ins.action is not None:
+            ins.action(ins)
+        for fn in ins.after:
+            fn(ins)
+        ins.finished = True
+        if ins._done is not None:
+            ins._done.succeed()
+        if stats.events is not None:
+            stats.events.append((self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub, ins.label,
+                                 ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots)))
+
+    def waiting_on(self) -> tuple[Instr, str, Any] | None:
+        """(blocked instruction, what it waits for, the pipe that would signal it), or None."""
+        if self.blocked is None:
+            return None
+        ins, source = self.blocked
+        if isinstance(source, PingPong):
+            holder = source.holder[source.next]
+            held = f" (slot {source.next} held by {holder.label})" if isinstance(holder, Instr) else ""
+            return ins, source.name + held, source.owner_pipe
+        if isinstance(source, Pool):
+            return ins, source.name, source.owner_pipe
+        return ins, f"{source.label} ({source.pipe.full_name})", source.pipe

@@ -21,7 +21,7 @@ from tfa_sim.blocks import Block
 from tfa_sim.buffers.capacity import FP16, FP32, cube_k
 from tfa_sim.buffers.slots import Flag, GmFifo, HazardError, PingPong, Ring
 from tfa_sim.config import Config
-from tfa_sim.costs import Costs, compute_gu_ops, compute_p_ops
+from tfa_sim.costs import Costs
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.pipes import Instr, Pipe
 from tfa_sim.functional import softmax_scale
@@ -134,10 +134,10 @@ class BlockProgram:
         rate = self.costs.move[path]
         return lambda now: self.gm.transfer(now, nbytes, rate)
 
-    def _issue(self, pipe: Pipe, stage: str, t: int, sub: int, label: str, waits: list, cost: Any,
+    def _issue(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, waits: list, cost: Any,
                action: Callable | None = None, after: list | None = None, nbytes: int = 0, flops: int = 0) -> Instr:
         act = action if self.num is not None else None
-        return pipe.issue(Instr(stage, self.block.index, t, sub, label, waits, cost, act, after, nbytes, flops))
+        return pipe.issue(Instr(stage, self.block.index, t, sub, kind, waits, cost, act, after, nbytes, flops))
 
     # ---- the program ---------------------------------------------------------------------------
     def issue(self) -> Instr:
@@ -178,24 +178,23 @@ class BlockProgram:
         cube, b = self.core.cube, self.block
         active = b.sub_tile_active(t, s)
         col0 = t * self.tile_s1 + s * self.cube_s1
-        tag = f"QK t{t} s{s}"
         fix_waits: list = []
         if active:
             k_bytes = self.cube_s1 * self.head * FP16
-            ld = self._issue(cube["MTE2"], "compute_qk", t, s, f"TLOAD K {tag}", [("slot", self.l1_k, "k")],
+            ld = self._issue(cube["MTE2"], "compute_qk", t, s, "TLOAD K", [("slot", self.l1_k, "k")],
                              self._gm(k_bytes, "gm_to_l1"),
                              lambda ins: self.l1_k.data.__setitem__(
                                  ins.slots["k"], self.num.inputs.k[b.batch, b.kv_head, col0:col0 + self.cube_s1]),
                              nbytes=k_bytes)
             ex_waits = [("data", ld, None), ("data", self.q_load, None), ("slot", self.l0a, "a"),
                         ("slot", self.l0b, "b")]
-            ex = self._issue(cube["MTE1"], "compute_qk", t, s, f"TEXTRACT {tag}", ex_waits,
+            ex = self._issue(cube["MTE1"], "compute_qk", t, s, "TEXTRACT", ex_waits,
                              self.costs.extract(self.cube_s0 * self.head * FP16, k_bytes),
                              lambda ins: self.l0b.data.__setitem__(ins.slots["b"], self.l1_k.data[ld.slots["k"]]),
                              after=[lambda ins: self.l1_k.release(ld.slots["k"])])
             self.last_q_use = ex
             flops = 2 * self.cube_s0 * self.cube_s1 * self.head
-            mm = self._issue(cube["M"], "compute_qk", t, s, f"TMATMUL {tag}", [("data", ex, None), ("slot", self.l0c, "c")],
+            mm = self._issue(cube["M"], "compute_qk", t, s, "TMATMUL", [("data", ex, None), ("slot", self.l0c, "c")],
                              self.costs.matmul(self.cube_s0, self.cube_s1, self.head, self.qk_cube_k),
                              lambda ins: self.l0c.data.__setitem__(ins.slots["c"], compute_qk(
                                  self.num.backend, b, self.l1_q.data[self.q_load.slots["q"]],
@@ -215,12 +214,12 @@ class BlockProgram:
             src = self.l0c.data[mm.slots["c"]] if active else 0.0
             self.qk_fifo.data[slot][:, s * self.cube_s1:(s + 1) * self.cube_s1] = src
 
-        after = [lambda ins: [self.qk_fifo.claim(a, t, tag) for a in range(2)]] if s == 0 else []
+        after = [lambda ins: [self.qk_fifo.claim(a, t, ins.label) for a in range(2)]] if s == 0 else []
         if active:
             after.append(lambda ins: self.l0c.release(mm.slots["c"]))
         if s == self.kf - 1:
             after.append(lambda ins: [self.qk_fifo.ready[a].set() for a in range(2)])
-        self._issue(cube["FIX"], "compute_qk", t, s, f"FIXPIPE {tag}→qk_tile_fifo", fix_waits,
+        self._issue(cube["FIX"], "compute_qk", t, s, "FIXPIPE →qk_tile_fifo", fix_waits,
                     self._gm(out_bytes, "l0c_to_gm") if active else 0, store, after, nbytes=out_bytes)
 
     # ---- cube: compute_pv ---------------------------------------------------------------------
@@ -228,7 +227,6 @@ class BlockProgram:
         cube, b = self.core.cube, self.block
         active = b.sub_tile_active(t, s)
         col0 = t * self.tile_s1 + s * self.cube_s1
-        tag = f"PV t{t} s{s}"
         waits: list = [("data", self.p_fifo.ready[a], None) for a in range(2)] if s == 0 else []
         last = s == self.kf - 1
         after: list = []
@@ -237,7 +235,7 @@ class BlockProgram:
             if self.p_fifo.notifies(t):
                 after.append(lambda ins: [self.p_fifo.consumed[a].set() for a in range(2)])
         if not active:  # FIFO handshakes only
-            self._issue(cube["MTE2"], "compute_pv", t, s, f"handshake {tag}", waits, 0, after=after)
+            self._issue(cube["MTE2"], "compute_pv", t, s, "handshake", waits, 0, after=after)
         else:
             p_bytes = self.cube_s0 * self.cube_s1 * FP16
             v_bytes = self.cube_s1 * self.head * FP16
@@ -248,9 +246,9 @@ class BlockProgram:
                 self.l1_v.data[ins.slots["v"]] = self.num.inputs.v[b.batch, b.kv_head, col0:col0 + self.cube_s1]
 
             waits += [("slot", self.l1_p, "p"), ("slot", self.l1_v, "v")]
-            ld = self._issue(cube["MTE2"], "compute_pv", t, s, f"TLOAD P,V {tag}", waits,
+            ld = self._issue(cube["MTE2"], "compute_pv", t, s, "TLOAD P,V", waits,
                              self._gm(p_bytes + v_bytes, "gm_to_l1"), load, after, nbytes=p_bytes + v_bytes)
-            ex = self._issue(cube["MTE1"], "compute_pv", t, s, f"TEXTRACT {tag}",
+            ex = self._issue(cube["MTE1"], "compute_pv", t, s, "TEXTRACT",
                              [("data", ld, None), ("slot", self.l0a, "a"), ("slot", self.l0b, "b")],
                              self.costs.extract(p_bytes, v_bytes),
                              lambda ins: (self.l0a.data.__setitem__(ins.slots["a"], self.l1_p.data[ld.slots["p"]]),
@@ -267,7 +265,7 @@ class BlockProgram:
                     self.l0c.data[ins.slots["c"]] = []
                 self.l0c.data[first.slots["c"]].append((self.l0a.data[ex.slots["a"]], self.l0b.data[ex.slots["b"]]))
 
-            mm = self._issue(cube["M"], "compute_pv", t, s, f"TMATMUL {tag}", mm_waits,
+            mm = self._issue(cube["M"], "compute_pv", t, s, "TMATMUL", mm_waits,
                              self.costs.matmul(self.cube_s0, self.head, self.cube_s1, self.pv_cube_k), matmul,
                              after=[lambda ins: self.l0a.release(ex.slots["a"]),
                                     lambda ins: self.l0b.release(ex.slots["b"])],
@@ -293,9 +291,9 @@ class BlockProgram:
             v_tile = np.concatenate([v for _, v in parts], axis=0)
             self.pv_fifo.data[t % self.pv_fifo.depth] = compute_pv(self.num.backend, b, p_tile, v_tile, t)
 
-        self._issue(cube["FIX"], "compute_pv", t, self.kf - 1, f"FIXPIPE PV t{t}→pv_tile_fifo", waits,
+        self._issue(cube["FIX"], "compute_pv", t, self.kf - 1, "FIXPIPE →pv_tile_fifo", waits,
                     self._gm(nbytes, "l0c_to_gm"), store,
-                    [lambda ins: [self.pv_fifo.claim(a, t, f"PV t{t}") for a in range(2)],
+                    [lambda ins: [self.pv_fifo.claim(a, t, ins.label) for a in range(2)],
                      lambda ins: self.l0c.release(acc.slots["c"]),
                      lambda ins: [self.pv_fifo.ready[a].set() for a in range(2)]], nbytes=nbytes)
 
@@ -319,7 +317,6 @@ class BlockProgram:
     def p_slice(self, a: int, t: int, r: int) -> None:
         vec, b = self.core.vec[a], self.block
         row0 = a * self.half + r * self.vec_s0  # within the block
-        tag = f"P t{t} aiv{a} r{r}"
         last = r == self.kf - 1
         src_bytes = self.vec_s0 * self.tile_s1 * FP32
         waits: list = [("data", self.qk_fifo.ready[a], None)] if r == 0 else []
@@ -329,7 +326,7 @@ class BlockProgram:
             after.append(lambda ins: self.qk_fifo.free(a, t))
             if self.qk_fifo.notifies(t):
                 after.append(lambda ins: self.qk_fifo.consumed[a].set())
-        ld = self._issue(vec["MTE2"], "compute_p", t, r, f"TLOAD QK {tag}", waits, self._gm(src_bytes, "gm_to_ub"),
+        ld = self._issue(vec["MTE2"], "compute_p", t, r, "TLOAD QK", waits, self._gm(src_bytes, "gm_to_ub"),
                          lambda ins: self.ub_src[a].data.__setitem__(
                              ins.slots["src"], self.qk_fifo.data[t % self.qk_fifo.depth][row0:row0 + self.vec_s0]),
                          after, nbytes=src_bytes)
@@ -352,10 +349,10 @@ class BlockProgram:
 
         v_after: list = [lambda ins: self.ub_src[a].release(ld.slots["src"])]
         if r == 0:  # the tile's first slice claims its l1_exp_max ring slot (no flag guards it)
-            v_after.append(lambda ins: self.ring[a].write(t, tag))
-        v = self._issue(vec["V"], "compute_p", t, r, f"VEC softmax {tag}",
+            v_after.append(lambda ins: self.ring[a].write(t, ins.label))
+        v = self._issue(vec["V"], "compute_p", t, r, "VEC softmax",
                         [("data", ld, None), ("slot", self.ub_x_exp[a], "x")],
-                        self.costs.vector(compute_p_ops(self.vec_s0, self.tile_s1, first, masked)), softmax,
+                        self.costs.compute_p(self.vec_s0, self.tile_s1, first, masked), softmax,
                         after=v_after)
         st_waits: list = [("data", v, None)]
         if r == 0 and self.p_fifo.must_wait_credit(t):
@@ -368,23 +365,22 @@ class BlockProgram:
                 self.p_fifo.data[slot] = np.empty((self.cube_s0, self.tile_s1), np.float16)
             self.p_fifo.data[slot][row0:row0 + self.vec_s0] = self.ub_x_exp[a].data[v.slots["x"]]
 
-        st_after: list = [lambda ins: self.p_fifo.claim(a, t, tag)] if r == 0 else []
+        st_after: list = [lambda ins: self.p_fifo.claim(a, t, ins.label)] if r == 0 else []
         st_after.append(lambda ins: self.ub_x_exp[a].release(v.slots["x"]))
         if last:
             st_after.append(lambda ins: self.p_fifo.ready[a].set())
-        self._issue(vec["MTE3"], "compute_p", t, r, f"TSTORE x_exp {tag}→p_tile_fifo", st_waits,
+        self._issue(vec["MTE3"], "compute_p", t, r, "TSTORE x_exp →p_tile_fifo", st_waits,
                     self._gm(out_bytes, "ub_to_gm"), store, st_after, nbytes=out_bytes)
 
     def gu(self, a: int, t: int) -> None:
         vec, b = self.core.vec[a], self.block
         tiles = self.block.tiles
-        tag = f"GU t{t} aiv{a}"
         hs = slice(a * self.half, (a + 1) * self.half)
         nbytes = self.half * self.head * FP32
         after: list = [lambda ins: self.pv_fifo.free(a, t)]
         if self.pv_fifo.notifies(t):
             after.append(lambda ins: self.pv_fifo.consumed[a].set())
-        ld = self._issue(vec["MTE2"], "compute_gu", t, 0, f"TLOAD PV {tag}",
+        ld = self._issue(vec["MTE2"], "compute_gu", t, 0, "TLOAD PV",
                          [("data", self.pv_fifo.ready[a], None), ("slot", self.ub_src[a], "src")],
                          self._gm(nbytes, "gm_to_ub"),
                          lambda ins: self.ub_src[a].data.__setitem__(
@@ -399,15 +395,15 @@ class BlockProgram:
             if last:
                 self.running_o[a] = finalize(self.num.backend, self.running_o[a], self.l[a])
 
-        v = self._issue(vec["V"], "compute_gu", t, 0, f"VEC update {tag}", [("data", ld, None)],
-                        self.costs.vector(compute_gu_ops(self.half, self.head, t == 0, last)), update,
-                        after=[lambda ins: self.ring[a].read(t, tag),
+        v = self._issue(vec["V"], "compute_gu", t, 0, "VEC update", [("data", ld, None)],
+                        self.costs.compute_gu(self.half, self.head, t == 0, last), update,
+                        after=[lambda ins: self.ring[a].read(t, ins.label),
                                lambda ins: self.ub_src[a].release(ld.slots["src"])])
         if last:
             def write_out(ins: Instr) -> None:
                 rows = slice(b.row0 + a * self.half, b.row0 + (a + 1) * self.half)
                 self.num.out[b.batch, b.head, rows] = self.running_o[a]
 
-            self._issue(vec["MTE3"], "compute_gu", t, 0, f"TSTORE O {tag}", [("data", v, None)],
+            self._issue(vec["MTE3"], "compute_gu", t, 0, "TSTORE O", [("data", v, None)],
                         self._gm(nbytes, "ub_to_gm"), write_out, nbytes=nbytes)
 

@@ -1,0 +1,69 @@
+"""Timing figures of one simulated run (KERNEL.md §6) for summary.json and the console."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from tfa_sim.config import Config
+from tfa_sim.engine.chip import SimResult
+
+#: Cores of the chip the normalised TFLOPS refer to (KERNEL.md §6).
+NORMALISE_CORES = 24
+
+
+def mops(config: Config) -> float:
+    """S0·S1·HEAD·4/1e6 per (batch, head): two matmuls, two flops per MAC."""
+    c = config.case
+    return c.s0 * c.s1 * c.head * 4 / 1e6 * c.batch * c.heads
+
+
+def pipe_kind(full_name: str) -> str:
+    """``core3.veccore1.V`` → ``vec.V``; ``core0.cubecore0.FIX`` → ``cube.FIX``."""
+    _, unit, pipe = full_name.split(".")
+    return f"{'cube' if unit.startswith('cube') else 'vec'}.{pipe}"
+
+
+def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
+    """The stable keys: total_cycles, time_us, tflops, normalized_tflops, bound_pipe, pipes, stalls."""
+    total = result.total_cycles
+    pipes: dict[str, dict[str, float]] = defaultdict(dict)
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for name, busy in sorted(result.stats.busy.items()):
+        core, unit, pipe = name.split(".")
+        frac = busy / total if total else 0.0
+        pipes[core][f"{unit}.{pipe}"] = round(frac, 6)
+        by_kind[pipe_kind(name)].append(frac)
+    mean_busy = {k: sum(v) / len(v) for k, v in by_kind.items()}
+    bound = max(mean_busy, key=mean_busy.get)
+    tflops = mops(config) / result.time_us if result.time_us else 0.0
+    return {
+        "total_cycles": round(total, 3),
+        "time_us": round(result.time_us, 4),
+        "clock_mhz": result.clock_mhz,
+        "mops": mops(config),
+        "tflops": round(tflops, 4),
+        "normalized_tflops": round(tflops * NORMALISE_CORES / result.cores_used, 4),
+        "cores_used": result.cores_used,
+        "blocks": result.blocks,
+        "waves": result.waves,
+        "bound_pipe": bound,
+        "pipe_busy_mean": {k: round(v, 6) for k, v in sorted(mean_busy.items())},
+        "pipes": dict(pipes),
+        "stalls": {stage: {cause: round(c, 3) for cause, c in causes.items()}
+                   for stage, causes in result.stats.stalls.items()},
+        "gm_bytes": result.gm_bytes,
+    }
+
+
+def format_timing(t: dict[str, Any]) -> list[str]:
+    busy = "  ".join(f"{k} {v:.0%}" for k, v in t["pipe_busy_mean"].items())
+    stalls = "; ".join(f"{stage}: " + ", ".join(f"{c} {v:.0f}" for c, v in causes.items() if v)
+                       for stage, causes in t["stalls"].items() if any(causes.values()))
+    return [
+        f"  time: {t['total_cycles']:.0f} cycles = {t['time_us']:.2f} µs at {t['clock_mhz']:.0f} MHz on "
+        f"{t['cores_used']} cores ({t['blocks']} blocks, {t['waves']} waves)",
+        f"  {t['tflops']:.2f} TFLOPS ({t['normalized_tflops']:.2f} normalised to {NORMALISE_CORES} cores); "
+        f"bound pipe: {t['bound_pipe']}",
+        f"  busy (mean over cores): {busy}",
+        f"  stall cycles by stage (sum over pipes): {stalls or 'none'}",
+    ]

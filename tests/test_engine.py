@@ -1,0 +1,282 @@
+"""The SimPy pipeline: numbers equal the functional result, timing equals hand-computed schedules."""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tfa_sim.backends import get_backend
+from tfa_sim.blocks import make_blocks
+from tfa_sim.config import HardwareConfig, ScheduleConfig, build_config, load_config
+from tfa_sim.costs import Costs
+from tfa_sim.engine.chip import simulate
+from tfa_sim.engine.program import Numerics
+from tfa_sim.errors import InputError, ScheduleError
+from tfa_sim.functional import run_functional
+from tfa_sim.hardware import load_hardware
+from tfa_sim.inputs import generate_inputs
+
+from conftest import EXTRA_CONFIGS, REFERENCE_CASES, extra_config
+
+BACKEND = get_backend("native")
+
+
+def simulate_numbers(config, hw=None):
+    hw = hw or load_hardware(config.hardware)
+    inputs = generate_inputs(config)
+    c = config.case
+    out = np.zeros((c.batch, c.heads, c.s0, c.head), np.float32)
+    result = simulate(config, hw, Numerics(BACKEND, inputs, out), log_events=False)
+    return out, inputs, result
+
+
+def assert_bits_equal(got, want, what):
+    diff = got.view(np.uint32) != want.view(np.uint32)
+    assert not diff.any(), f"{what}: {int(diff.sum())} elements differ, first at {np.argwhere(diff)[0]}"
+
+
+@pytest.mark.parametrize("name", REFERENCE_CASES + list(EXTRA_CONFIGS))
+def test_pipeline_output_equals_functional(name):
+    config = load_config(case=name) if name in REFERENCE_CASES else extra_config(name)
+    out, inputs, _ = simulate_numbers(config)
+    want, _ = run_functional(BACKEND, config, inputs)
+    assert_bits_equal(out, want, name)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["schedule.qk_preload=1", "tiling.tile_s1=128"], ["schedule.qk_preload=2"], ["schedule.qk_preload=8"],
+    ["schedule.cv_fifo_size=4", "schedule.qk_preload=3"], ["schedule.cv_fifo_cons_sync_period=2"],
+    ["schedule.l1_k=1", "schedule.l1_p=1", "schedule.l1_v=1"], ["schedule.ub_src=1", "schedule.ub_x_exp=1"],
+    ["hardware.cores=1"], ["hardware.cores=3"],
+], ids=lambda o: ",".join(o))
+def test_output_does_not_depend_on_schedule_knobs(overrides):
+    base = ["case.s0=512", "case.s1=4096", "schedule.ub_exp_max=9"]
+    config = load_config(overrides=base + overrides)
+    out, inputs, _ = simulate_numbers(config)
+    default_schedule = dataclasses.replace(config, schedule=ScheduleConfig(), hardware=HardwareConfig())
+    reference, _ = simulate_numbers(default_schedule)[0], None
+    assert_bits_equal(out, reference, str(overrides))
+    assert_bits_equal(out, run_functional(BACKEND, config, inputs)[0], str(overrides))
+
+
+@st.composite
+def legal_configs(draw):
+    head = draw(st.sampled_from([64, 128]))
+    cube_s1 = draw(st.sampled_from([64, 128]))
+    tile_s1 = cube_s1 * draw(st.sampled_from([1, 2, 4]))
+    cube_s0 = draw(st.sampled_from([64, 128]))
+    tiles = draw(st.integers(1, 6))
+    fifo = draw(st.integers(2, 8))
+    data = {
+        "case": {"head": head, "s0": cube_s0 * draw(st.integers(1, 3)), "s1": tile_s1 * tiles,
+                 "causal": draw(st.booleans()), "heads": draw(st.sampled_from([1, 2])), "kv_heads": 1},
+        "tiling": {"cube_s0": cube_s0, "cube_s1": cube_s1, "tile_s1": tile_s1},
+        "schedule": {"cv_fifo_size": fifo, "qk_preload": draw(st.integers(1 if tile_s1 == cube_s1 else 2, fifo)),
+                     "cv_fifo_cons_sync_period": draw(st.integers(1, fifo)), "ub_exp_max": 9,
+                     "l1_k": draw(st.integers(1, 3)), "ub_src": draw(st.integers(1, 3))},
+        "hardware": {"cores": draw(st.integers(1, 4))},
+    }
+    try:
+        return build_config(data)
+    except InputError:
+        return None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(legal_configs())
+def test_random_legal_configs_match_functional(config):
+    if config is None:
+        return  # an illegal draw: the legality rules are tested in test_config.py
+    try:
+        out, inputs, _ = simulate_numbers(config)
+    except ScheduleError as err:  # some credit periods cannot protect a shallow FIFO: must say so
+        assert "overwritten" in str(err) or "deadlock" in str(err), str(err)
+        return
+    want, _ = run_functional(BACKEND, config, inputs)
+    assert_bits_equal(out, want, str(config))
+
+
+def ideal_hardware(config):
+    """No contention and no sync cost: infinite bandwidth, zero latency and overheads, free moves."""
+    hw = load_hardware(config.hardware)
+    p = {k: dict(v) for k, v in hw.params.items()}
+    for path in p["move"]:
+        p["move"][path] = float("inf")
+    p["gm"].update(bandwidth=float("inf"), latency=0.0)
+    p["sync"]["flag_latency"] = 0.0
+    p["overhead"].update(launch=0.0, block_dispatch=0.0)
+    return dataclasses.replace(hw, params=p, cube_cores=1, vector_cores=2)
+
+
+def two_resource_recurrence(config, costs):
+    """The kernel program as two resources (cube, vector) with stage costs, computed by hand.
+
+    Cube order: QK prologue, then per tile and sub-tile QK(t+P) then PV(t); vector:
+    P prologue, then per tile P(t+P) row slices then GU(t).  P(t) needs all of QK(t),
+    PV(t) needs all of P(t), GU(t) needs all of PV(t).
+    """
+    c, t, s = config.case, config.tiling, config.schedule
+    tiles, kf, pre = config.tiles, t.k_tile_factor, s.qk_preload
+    qk = costs.matmul(t.cube_s0, t.cube_s1, c.head, 128)
+    pv = costs.matmul(t.cube_s0, c.head, t.cube_s1, 128)
+    cube_jobs = [("qk", i, j) for i in range(min(pre, tiles)) for j in range(kf)]
+    vec_jobs = [("p", i, j) for i in range(min(pre, tiles)) for j in range(kf)]
+    for i in range(tiles):
+        for j in range(kf):
+            if i + pre < tiles:
+                cube_jobs.append(("qk", i + pre, j))
+            cube_jobs.append(("pv", i, j))
+        if i + pre < tiles:
+            vec_jobs += [("p", i + pre, j) for j in range(kf)]
+        vec_jobs.append(("gu", i, 0))
+    end: dict = {}
+    needs = {"qk": lambda i: None, "p": lambda i: ("qk", i, kf - 1), "pv": lambda i: ("p", i, kf - 1),
+             "gu": lambda i: ("pv", i, kf - 1)}
+
+    def dep(job):
+        return needs[job[0]](job[1])
+
+    cost = {"qk": lambda i, j: qk, "pv": lambda i, j: pv,
+            "p": lambda i, j: costs.compute_p(t.vec_s0, t.tile_s1, i == 0, False),
+            "gu": lambda i, j: costs.compute_gu(t.cube_s0 // 2, c.head, i == 0, i == tiles - 1)}
+    free = {"cube": 0.0, "vec": 0.0}
+    queues = {"cube": list(cube_jobs), "vec": list(vec_jobs)}
+    while queues["cube"] or queues["vec"]:
+        progressed = False
+        for res, q in queues.items():
+            while q and (dep(q[0]) is None or dep(q[0]) in end):
+                job = q.pop(0)
+                start = max(free[res], end[dep(job)] if dep(job) else 0.0)
+                end[job] = free[res] = start + cost[job[0]](job[1], job[2])
+                progressed = True
+        assert progressed, "recurrence deadlocked"
+    return max(end.values())
+
+
+@pytest.mark.parametrize("overrides", [[], ["case.s1=4096"], ["case.s1=4096", "schedule.qk_preload=2"],
+                                       ["case.s1=2048", "tiling.tile_s1=512"]], ids=str)
+def test_one_block_equals_two_resource_recurrence(overrides):
+    config = load_config(overrides=["numerics.enabled=false"] + overrides)
+    hw = ideal_hardware(config)
+    result = simulate(config, hw, None, log_events=False)
+    assert result.total_cycles == two_resource_recurrence(config, Costs(hw))
+
+
+def test_gm_contention_emerges_from_traffic():
+    """Same blocks, same chip bandwidth: 24 cores at once share it, one core alone barely touches it."""
+    config = load_config(overrides=["numerics.enabled=false", "case.s0=3072", "case.s1=2048"])
+    hw = load_hardware(config.hardware)
+    narrow = dataclasses.replace(hw, params={**hw.params, "gm": {**hw.params["gm"], "bandwidth": 600.0}})
+    per_block, gm_stall = {}, {}
+    for cores in (1, 24):
+        chip = dataclasses.replace(narrow, cube_cores=cores, vector_cores=2 * cores)
+        r = simulate(config, chip, None, log_events=False)
+        per_block[cores] = r.total_cycles / r.waves
+        gm_stall[cores] = sum(s["gm"] for s in r.stats.stalls.values()) / r.blocks
+    assert per_block[24] > 1.5 * per_block[1], per_block
+    assert gm_stall[24] > 10 * gm_stall[1], gm_stall
+
+
+def test_runs_are_deterministic():
+    config = load_config(overrides=["case.s0=512", "case.s1=2048", "hardware.cores=3"])
+    a, _, ra = simulate_numbers(config)
+    b, _, rb = simulate_numbers(config)
+    assert_bits_equal(a, b, "rerun")
+    assert ra.total_cycles == rb.total_cycles and ra.stats.busy == rb.stats.busy
+
+
+def test_blocks_run_in_waves():
+    config = load_config(overrides=["numerics.enabled=false", "case.s0=1024", "hardware.cores=3"])
+    r = simulate(config, load_hardware(config.hardware), None, log_events=True)
+    assert (r.blocks, r.cores_used, r.waves) == (8, 3, 3)
+    blocks_by_core = {}
+    for unit, _pipe, _stage, block, *_ in r.stats.events:
+        blocks_by_core.setdefault(unit.split(".")[0], set()).add(block)
+    assert blocks_by_core == {"core0": {0, 3, 6}, "core1": {1, 4, 7}, "core2": {2, 5}}
+    assert len(make_blocks(config)) == 8
+
+
+def run_cli(tmp_path, *args):
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--out", str(tmp_path / "run"), *args],
+                       capture_output=True, text=True, timeout=60)
+    return r, time.monotonic() - start
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (["schedule.l0c=1", "case.s1=2048"], "wait-for cycle"),
+    (["schedule.ub_exp_max=4", "case.s1=4096"], "l1_exp_max slot 0 overwritten"),
+], ids=["l0c_single_accumulator_deadlock", "exp_max_ring_too_small"])
+def test_broken_schedules_exit_3_with_diagnosis(tmp_path, overrides, needle):
+    args = [a for o in overrides for a in ("--set", o)]
+    r, wall = run_cli(tmp_path, *args)
+    assert r.returncode == 3, r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert wall < 10  # interpreter start + import dominate; the simulation stops as soon as it stalls
+
+
+def test_deadlock_report_names_blocked_pipes(tmp_path):
+    r, _ = run_cli(tmp_path, "--set", "schedule.l0c=1", "--set", "case.s1=2048")
+    msg = r.stderr
+    assert "core0.cubecore0.M" in msg and "core0.L0C" in msg and "held by TMATMUL [compute_pv t0 #0]" in msg, msg
+
+
+def test_fifo_overwrite_is_a_hazard(tmp_path):
+    """A credit period longer than the FIFO lets the producer overwrite an unread slot."""
+    config = load_config(overrides=["numerics.enabled=false", "case.s1=4096", "schedule.cv_fifo_size=2",
+                                    "schedule.qk_preload=2", "schedule.cv_fifo_cons_sync_period=8"])
+    hw = load_hardware(config.hardware)
+    slow_vector = dataclasses.replace(hw, params={**hw.params, "vector": {**hw.params["vector"], "repeat_scale": 8.0}})
+    with pytest.raises(ScheduleError, match=r"qk_tile_fifo slot 0 .* overwritten by FIXPIPE"):
+        simulate(config, slow_vector, None, log_events=False)
+
+
+def test_flag_waited_more_often_than_set_is_diagnosed():
+    import simpy
+
+    from tfa_sim.buffers.slots import Flag
+    from tfa_sim.engine.diagnose import deadlock_report
+    from tfa_sim.engine.pipes import Instr, Pipe, Stats
+
+    env = simpy.Environment()
+    flag = Flag(env, "core0.p_tile_fifo.ready[aiv0]")
+    producer = Pipe(env, "core0.veccore0", "MTE3", Stats(False))
+    consumer = Pipe(env, "core0.cubecore0", "MTE2", Stats(False))
+    flag.owner_pipe = producer
+    producer.issue(Instr("compute_p", 0, 0, 0, "TSTORE", [], 10, after=[lambda ins: flag.set()]))
+    for t in range(2):
+        consumer.issue(Instr("compute_pv", 0, t, 0, "TLOAD P", [("data", flag, None)], 5))
+    env.run()
+
+    class Stuck:
+        def pipes(self):
+            return [producer, consumer]
+
+    report = deadlock_report(env.now, [Stuck()], [])
+    assert "core0.cubecore0.MTE2 [TLOAD P [compute_pv t1 #0], block 0] waits for core0.p_tile_fifo.ready[aiv0]" in report
+    assert "nothing left to do" in report
+
+
+def test_summary_has_stable_timing_keys(tmp_path):
+    import json
+
+    r, _ = run_cli(tmp_path, "--set", "hardware.cores=2", "--set", "case.s0=256")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    for key in ("total_cycles", "time_us", "tflops", "normalized_tflops", "bound_pipe", "pipes", "stalls"):
+        assert key in s, key
+    assert set(s["pipes"]) == {"core0", "core1"}
+    assert set(s["pipes"]["core0"]) == {"cubecore0.MTE2", "cubecore0.MTE1", "cubecore0.M", "cubecore0.FIX",
+                                        "veccore0.MTE2", "veccore0.V", "veccore0.MTE3",
+                                        "veccore1.MTE2", "veccore1.V", "veccore1.MTE3"}
+    assert s["time_us"] == pytest.approx(s["total_cycles"] / 1800, rel=1e-6)
+    assert s["tflops"] == pytest.approx(256 * 1024 * 128 * 4 / 1e6 / s["time_us"], rel=1e-3)
+    assert s["normalized_tflops"] == pytest.approx(s["tflops"] * 12, rel=1e-3)
+    assert set(s["stalls"]["compute_p"]) == {"data", "slot", "credit", "gm"}
