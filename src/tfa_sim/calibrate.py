@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,7 +180,7 @@ def _rewrite_preset(hw: Hardware, path: Path, note: str) -> None:
         key = stripped.split("=", 1)[0].strip() if "=" in stripped else None
         if key and (section, key) in FITTED:
             comment = line[line.index("#"):] if "#" in line else ""
-            line = f"{key} = {hw.params[section][key]:.6g}".ljust(23) + comment
+            line = f"{key} = {hw.params[section][key]:.6g}".ljust(22) + " " + comment
         out.append(line)
     out = [ln for ln in out if not ln.startswith("# Calibrated")]
     out.insert(2, f"# Calibrated: {note}")

@@ -52,7 +52,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     gm = GlobalMemory(costs.gm["bandwidth"], costs.gm["latency"])
     blocks = make_blocks(config)
     n_cores = min(hw.cube_cores, len(blocks))
-    cores = [Core(env, i, stats) for i in range(n_cores)]
+    cores = [Core(env, i, stats, gm) for i in range(n_cores)]
     spans: list[list[float]] = [[0.0, 0.0] for _ in cores]
     current: list[BlockProgram | None] = [None] * n_cores
 
@@ -61,7 +61,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
         spans[core.index][0] = env.now
         for block in queue:
             yield env.timeout(costs.overhead["block_dispatch"])
-            program = BlockProgram(env, core, block, config, hw, costs, gm, numerics)
+            program = BlockProgram(env, core, block, config, hw, costs, numerics)
             current[core.index] = program
             end = program.issue()
             yield end.done

@@ -25,10 +25,10 @@ class Instr:
     """One instruction group: a TLOAD, a TEXTRACT, a TMATMUL, a fixpipe store, a vector op sequence."""
 
     __slots__ = ("stage", "block", "tile", "sub", "kind", "waits", "cost", "action", "after", "_done",
-                 "finished", "pipe", "slots", "nbytes", "flops", "start", "end")
+                 "waiters", "finished", "pipe", "slots", "nbytes", "flops", "start", "end")
 
     def __init__(self, stage: str, block: int, tile: int, sub: int, kind: str,
-                 waits: list[tuple[str, Any, str | None]], cost: float | Callable[[float], tuple[float, float]],
+                 waits: list[tuple[str, Any, str | None]], cost: float | GmMove,
                  action: Callable[[Instr], None] | None = None, after: list[Callable[[Instr], None]] | None = None,
                  nbytes: int = 0, flops: int = 0) -> None:
         self.stage, self.block, self.tile, self.sub, self.kind = stage, block, tile, sub, kind
@@ -37,6 +37,7 @@ class Instr:
         self.action = action
         self.after = after or []
         self._done: simpy.Event | None = None
+        self.waiters: list[Pipe] = []  # pipes blocked on this instruction's completion
         self.finished = False
         self.pipe: Pipe | None = None
         self.slots: dict[str, int] = {}
@@ -58,17 +59,42 @@ class Instr:
         return self._done
 
 
+class _Done(simpy.Event):
+    """The end of an instruction's occupancy: a bare event with one callback (cheaper than a Timeout)."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._value = None
+        self._ok = True
+
+
+class GmMove:
+    """The cost of a GM transfer: ``nbytes`` at the core's path ``rate``, through the shared GM."""
+
+    __slots__ = ("nbytes", "rate")
+
+    def __init__(self, nbytes: int, rate: float) -> None:
+        self.nbytes, self.rate = nbytes, rate
+
+
 class Stats:
     """Aggregates shared by all pipes of a run: busy cycles, stalls, and the event log."""
 
     def __init__(self, log_events: bool) -> None:
-        self.busy: dict[str, float] = {}
+        self.pipes: list[Pipe] = []
         self.stalls: dict[str, dict[str, float]] = {
             s: dict.fromkeys(CAUSES, 0.0) for s in ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")}
         self.events: list[tuple] | None = [] if log_events else None
 
-    def stall(self, stage: str, cause: str, cycles: float) -> None:
-        self.stalls[stage][cause] += cycles
+    @property
+    def busy(self) -> dict[str, float]:
+        """Busy cycles per pipe (``coreN.unit.PIPE``)."""
+        return {p.full_name: p.busy for p in self.pipes}
+
+    @property
+    def instructions(self) -> int:
+        return sum(p.executed for p in self.pipes)
 
 
 class Pipe:
@@ -81,8 +107,11 @@ class Pipe:
     the wall time on the large timing-only runs.)
     """
 
-    def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats) -> None:
+    def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats, gm: Any = None) -> None:
         self.env = env
+        self.gm = gm
+        self.busy = 0.0
+        self.executed = 0
         self.unit = unit
         self.name = name
         self.full_name = f"{unit}.{name}"
@@ -90,71 +119,102 @@ class Pipe:
         self.queue: deque[Instr] = deque()
         self.blocked: tuple[Instr, str, Any] | None = None  # (instr, what it waits on, who would signal)
         self._running: Instr | None = None
+        self._advancing = False  # re-entry guard: a finishing pipe may call back into this one
         self._pending: Any = None  # the not-yet-triggered wait of the head instruction
         self._wait_index = 0
         self._blocked_since = 0.0
-        stats.busy.setdefault(self.full_name, 0.0)
+        stats.pipes.append(self)
 
     def issue(self, ins: Instr) -> Instr:
         ins.pipe = self
         self.queue.append(ins)
-        if self._running is None and self._pending is None and len(self.queue) == 1:
+        if self._pending is None and len(self.queue) == 1:
             self._advance()
         return ins
 
     def _advance(self, _event: Any = None) -> None:
-        """Start the head instruction if its waits allow; otherwise wait on the first that does not."""
-        queue = self.queue
+        """Start the head instruction if its waits allow; otherwise wait on the first that does not.
+
+        A wait on another instruction is a direct hand-off (the finishing pipe calls
+        back at the same cycle); slots and flags are SimPy events.
+        """
+        if self._running is not None or self._advancing:
+            return
+        self._advancing = True
+        queue, env = self.queue, self.env
         while queue:
             ins = queue[0]
             waits = ins.waits
-            n_waits = len(waits)
-            while self._wait_index < n_waits:
-                cause, source, key = waits[self._wait_index]
-                ev = self._pending
-                if ev is None:
-                    ev = source.request(ins) if type(source) is not Instr else source.done
-                    if not ev.triggered:
-                        self._pending = ev
-                        self._blocked_since = self.env._now
-                        self.blocked = (ins, source)
-                        ev.callbacks.append(self._advance)
-                        return
+            index = self._wait_index
+            while index < len(waits):
+                cause, source, key = waits[index]
+                pending = self._pending
+                if pending is None:
+                    if source.__class__ is Instr:
+                        if not source.finished:
+                            source.waiters.append(self)
+                            self._block(ins, source, source, index)
+                            return
+                        value = None
+                    else:
+                        ev = source.request(ins)
+                        if not ev.triggered:
+                            ev.callbacks.append(self._advance)
+                            self._block(ins, source, ev, index)
+                            return
+                        value = ev.value
                 else:
-                    if not ev.triggered:  # woken by something else: keep waiting
-                        return
-                    self.stats.stalls[ins.stage][cause] += self.env._now - self._blocked_since
-                    self._pending = None
-                    self.blocked = None
+                    if pending.__class__ is Instr:
+                        if not pending.finished:
+                            self._advancing = False
+                            return
+                        value = None
+                    else:
+                        if not pending.triggered:
+                            self._advancing = False
+                            return
+                        value = pending.value
+                    self.stats.stalls[ins.stage][cause] += env._now - self._blocked_since
+                    self._pending = self.blocked = None
                 if key is not None:
-                    ins.slots[key] = ev.value
-                self._wait_index += 1
+                    ins.slots[key] = value
+                index += 1
             self._wait_index = 0
             queue.popleft()
-            now = self.env._now
+            now = ins.start = env._now
             cost = ins.cost
-            if type(cost) is int or type(cost) is float:
-                cycles = cost
-            else:
-                cycles, gm_wait = cost(now)
+            if cost.__class__ is GmMove:
+                cycles, gm_wait = self.gm.transfer(now, cost.nbytes, cost.rate)
                 if gm_wait > 0:
                     self.stats.stalls[ins.stage]["gm"] += gm_wait
-            ins.start = now
+            else:
+                cycles = cost
             if cycles > 0:
                 self._running = ins
-                self.env.timeout(cycles).callbacks.append(self._complete)
-                return
+                env.schedule(_Done(env, self._complete), delay=cycles)
+                break
             self._finish(ins, 0)
+        self._advancing = False
+
+    def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
+        self._pending, self._wait_index = pending, index
+        self._blocked_since = self.env._now
+        self.blocked = (ins, source)
+        self._advancing = False
 
     def _complete(self, _event: Any) -> None:
-        ins, self._running = self._running, None
+        ins = self._running
+        self._advancing = True
+        self._running = None
         self._finish(ins, self.env._now - ins.start)
+        self._advancing = False
         self._advance()
 
     def _finish(self, ins: Instr, cycles: float) -> None:
         stats = self.stats
         ins.end = self.env._now
-        stats.busy[self.full_name] += cycles
+        self.executed += 1
+        self.busy += cycles
         if ins.action is not None:
             ins.action(ins)
         for fn in ins.after:
@@ -163,8 +223,10 @@ class Pipe:
         if ins._done is not None:
             ins._done.succeed()
         if stats.events is not None:
-            stats.events.append((self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub, ins.label,
+            stats.events.append((self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub, ins.kind,
                                  ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots)))
+        for pipe in ins.waiters:
+            pipe._advance()
 
     def waiting_on(self) -> tuple[Instr, str, Any] | None:
         """(blocked instruction, what it waits for, the pipe that would signal it), or None."""

@@ -23,7 +23,7 @@ from tfa_sim.buffers.slots import Flag, GmFifo, HazardError, PingPong, Ring
 from tfa_sim.config import Config
 from tfa_sim.costs import Costs
 from tfa_sim.engine.gm import GlobalMemory
-from tfa_sim.engine.pipes import Instr, Pipe
+from tfa_sim.engine.pipes import GmMove, Instr, Pipe
 from tfa_sim.functional import softmax_scale
 from tfa_sim.hardware import Hardware
 from tfa_sim.inputs import Inputs
@@ -39,11 +39,11 @@ VEC_PIPES = ("MTE2", "V", "MTE3")
 class Core:
     """One AI core: an AIC (``coreN.cubecore0``) and two AIVs (``coreN.veccore0/1``), a Pipe each."""
 
-    def __init__(self, env: simpy.Environment, index: int, stats: Any) -> None:
+    def __init__(self, env: simpy.Environment, index: int, stats: Any, gm: GlobalMemory) -> None:
         self.index = index
         cube = f"core{index}.cubecore0"
-        self.cube = {p: Pipe(env, cube, p, stats) for p in CUBE_PIPES}
-        self.vec = [{p: Pipe(env, f"core{index}.veccore{a}", p, stats) for p in VEC_PIPES} for a in range(2)]
+        self.cube = {p: Pipe(env, cube, p, stats, gm) for p in CUBE_PIPES}
+        self.vec = [{p: Pipe(env, f"core{index}.veccore{a}", p, stats, gm) for p in VEC_PIPES} for a in range(2)]
 
     def pipes(self) -> list[Pipe]:
         return list(self.cube.values()) + [p for v in self.vec for p in v.values()]
@@ -62,9 +62,9 @@ class BlockProgram:
     """Issues one block's instructions to a core and returns the block-end instruction."""
 
     def __init__(self, env: simpy.Environment, core: Core, block: Block, config: Config, hw: Hardware,
-                 costs: Costs, gm: GlobalMemory, numerics: Numerics | None) -> None:
+                 costs: Costs, numerics: Numerics | None) -> None:
         self.env, self.core, self.block, self.config = env, core, block, config
-        self.costs, self.gm, self.num = costs, gm, numerics
+        self.costs, self.num = costs, numerics
         c, t, s = config.case, config.tiling, config.schedule
         self.head, self.cube_s0, self.cube_s1, self.tile_s1 = c.head, t.cube_s0, t.cube_s1, t.tile_s1
         self.kf, self.vec_s0, self.half = t.k_tile_factor, t.vec_s0, t.cube_s0 // 2
@@ -130,9 +130,8 @@ class BlockProgram:
                                   f"{self.block.index} (cycle {self.env.now:.0f})")
 
     # ---- helpers -------------------------------------------------------------------------------
-    def _gm(self, nbytes: int, path: str) -> Callable[[float], tuple[float, float]]:
-        rate = self.costs.move[path]
-        return lambda now: self.gm.transfer(now, nbytes, rate)
+    def _gm(self, nbytes: int, path: str) -> GmMove:
+        return GmMove(nbytes, self.costs.move[path])
 
     def _issue(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, waits: list, cost: Any,
                action: Callable | None = None, after: list | None = None, nbytes: int = 0, flops: int = 0) -> Instr:

@@ -1,0 +1,102 @@
+"""`tfa-sim run` end to end: outputs, inputs from files, bad data, exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfa_sim import cli
+from tfa_sim.compare import Comparison
+from tfa_sim.config import load_config
+from tfa_sim.inputs import generate_inputs
+
+
+def tfa(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tfa_sim", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("default")
+    r = tfa("run", cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = (cwd / "runs").iterdir()
+    return r, run_dir
+
+
+def test_default_run_writes_output_and_summary(default_run):
+    r, run_dir = default_run
+    assert run_dir.name.startswith("case_float_H_128_S0_128_S1_1024-")
+    o = np.load(run_dir / "o.npy")
+    assert o.dtype == np.float32 and o.shape == (1, 1, 128, 128)
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["golden"]["passed"] and s["backend"] == "native" and s["config"]["case"]["s1"] == 1024
+    assert s["versions"]["tfa-sim"] != "not installed"
+    assert "PASS" in r.stdout and "TFLOPS" in r.stdout and "bound pipe" in r.stdout
+    assert not list(run_dir.glob(".*partial"))
+
+
+def test_inputs_from_npy_and_bin_match_generated(default_run, tmp_path):
+    _, run_dir = default_run
+    expected = np.load(run_dir / "o.npy")
+    inputs = generate_inputs(load_config())
+    npy = tmp_path / "npy"
+    npy.mkdir()
+    for name in ("q", "k", "v"):
+        np.save(npy / f"{name}.npy", getattr(inputs, name)[0, 0])
+    r = tfa("run", "--inputs", str(npy), "--out", str(tmp_path / "a"), "--backend", "numpy")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "a" / "o.npy").view(np.uint32), expected.view(np.uint32))
+    r = tfa("gen-data", "case_float_H_128_S0_128_S1_1024", "--out", str(tmp_path / "bin"))
+    assert r.returncode == 0, r.stderr
+    r = tfa("run", "--inputs", str(tmp_path / "bin"), "--out", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "b" / "o.npy").view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda q: q.__setitem__((3, 5), np.nan), "input q holds 1 NaN/Inf values (first at (0, 0, 3, 5))"),
+    (lambda q: q.__setitem__((0, 0), np.inf), "NaN/Inf"),
+], ids=["nan", "inf"])
+def test_non_finite_inputs_are_rejected(tmp_path, mutate, needle):
+    inputs = generate_inputs(load_config())
+    q = inputs.q[0, 0].copy()
+    mutate(q)
+    for name, a in (("q", q), ("k", inputs.k[0, 0]), ("v", inputs.v[0, 0])):
+        np.save(tmp_path / f"{name}.npy", a)
+    r = tfa("run", "--inputs", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "o.npy").exists()
+
+
+@pytest.mark.parametrize("files, needle", [
+    ({"q": (np.float32, (128, 128))}, "dtype float32"),
+    ({"q": (np.float16, (64, 128))}, "shape (64, 128)"),
+    ({}, "q.bin not found"),
+], ids=["dtype", "shape", "missing"])
+def test_bad_input_files(tmp_path, files, needle):
+    for name, (dtype, shape) in files.items():
+        np.save(tmp_path / f"{name}.npy", np.zeros(shape, dtype))
+    if files:
+        for name in {"k", "v"} - set(files):
+            np.save(tmp_path / f"{name}.npy", np.zeros((1024, 128), np.float16))
+    r = tfa("run", "--inputs", str(tmp_path))
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_timing_only_run(tmp_path):
+    r = tfa("run", "--no-numerics", "--set", "case.s0=1024", "--out", str(tmp_path / "t"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "t" / "summary.json").read_text())
+    assert "golden" not in s and s["blocks"] == 8 and not (tmp_path / "t" / "o.npy").exists()
+    assert (tmp_path / "t" / "events.csv").read_text().startswith("unit,pipe,stage,block,tile")
+
+
+def test_failed_golden_comparison_exits_1(tmp_path, monkeypatch):
+    failing = Comparison(False, 1, 1, 0, 0, 1.0, 1.0, 0)
+    monkeypatch.setattr("tfa_sim.runner.compare", lambda *a, **k: failing)
+    assert cli.main(["run", "--out", str(tmp_path / "f")]) == 1
