@@ -196,8 +196,8 @@ def test_blocks_run_in_waves():
     r = simulate(config, load_hardware(config.hardware), None, log_events=True)
     assert (r.blocks, r.cores_used, r.waves) == (8, 3, 3)
     blocks_by_core = {}
-    for unit, _pipe, _stage, block, *_ in r.stats.events:
-        blocks_by_core.setdefault(unit.split(".")[0], set()).add(block)
+    for e in r.stats.events:
+        blocks_by_core.setdefault(e.unit.split(".")[0], set()).add(e.block)
     assert blocks_by_core == {"core0": {0, 3, 6}, "core1": {1, 4, 7}, "core2": {2, 5}}
     assert len(make_blocks(config)) == 8
 

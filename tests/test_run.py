@@ -93,7 +93,7 @@ def test_timing_only_run(tmp_path):
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "t" / "summary.json").read_text())
     assert "golden" not in s and s["blocks"] == 8 and not (tmp_path / "t" / "o.npy").exists()
-    assert (tmp_path / "t" / "events.csv").read_text().startswith("unit,pipe,stage,block,tile")
+    assert (tmp_path / "t" / "events.csv").read_text().startswith("id,unit,pipe,stage,block,tile")
 
 
 def test_failed_golden_comparison_exits_1(tmp_path, monkeypatch):

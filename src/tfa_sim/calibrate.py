@@ -91,8 +91,8 @@ def stage_costs(hw: Hardware) -> dict[str, float]:
     one_core = dataclasses.replace(hw, cube_cores=1, vector_cores=2)
     result = simulate(config, one_core, None, log_events=True)
     total: dict[str, float] = defaultdict(float)
-    for unit, _pipe, stage, *_, start, end, _nb, _fl, _slots in result.stats.events:
-        total[stage] += (end - start) * (0.5 if ".veccore" in unit else 1.0)
+    for e in result.stats.events:
+        total[e.stage] += (e.end - e.start) * (0.5 if ".veccore" in e.unit else 1.0)
     return {stage: total[stage] / STAGE_TILES for stage in LIBRARY_STAGE_COSTS}
 
 

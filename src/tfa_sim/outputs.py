@@ -46,11 +46,16 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-EVENT_COLUMNS = ("unit", "pipe", "stage", "block", "tile", "sub", "kind", "start", "end", "bytes", "flops", "slots")
+EVENT_COLUMNS = ("id", "unit", "pipe", "stage", "block", "tile", "sub", "kind", "start", "end", "bytes", "flops",
+                 "slots", "deps")
 
 
-def write_events(path: Path, events: list[tuple]) -> None:
-    """The run's instruction log, one row per instruction group (cycles; ``slots`` as k=v;…)."""
+def write_events(path: Path, events: list) -> None:
+    """The run's instruction log, one row per instruction group (cycles).
+
+    ``slots`` as ``name=index;…``; ``deps`` as ``id:kind:latency;…`` — the instructions
+    whose completion, slot release or flag released this one.
+    """
     def write(fh) -> None:
         import io
 
@@ -58,7 +63,8 @@ def write_events(path: Path, events: list[tuple]) -> None:
         w = csv.writer(text)
         w.writerow(EVENT_COLUMNS)
         for e in events:
-            w.writerow((*e[:11], ";".join(f"{k}={v}" for k, v in e[11].items())))
+            w.writerow((*e[:12], ";".join(f"{k}={v}" for k, v in e.slots.items()),
+                        ";".join(f"{i}:{kind}:{lat:g}" for i, kind, lat in e.deps)))
         text.flush()
         text.detach()
 

@@ -35,11 +35,12 @@ class HazardError(ScheduleError):
 class Granted:
     """A request granted on the spot: already triggered, never scheduled (saves an event)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "pred")
     triggered = True
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, pred: Any = None) -> None:
         self.value = value
+        self.pred = pred  # the instruction whose release or signal made the grant possible
 
 
 class Pool:
@@ -48,13 +49,14 @@ class Pool:
     def __init__(self, env: simpy.Environment, name: str) -> None:
         self.env = env
         self.name = name
+        self.short_name = name.split(".", 1)[1] if name.startswith("core") else name  # without "coreN."
         self.waiters: deque[simpy.Event] = deque()
         self.owner_pipe: Any = None  # who would unblock a waiter (for deadlock diagnosis)
 
     def request(self, tag: Any = None) -> simpy.Event | Granted:
-        """An event that triggers, with the granted value, once the rule allows."""
+        """An event that triggers once the rule allows; ``value`` is the grant, ``pred`` who enabled it."""
         if not self.waiters and self._can_grant():
-            return Granted(self._grant(tag))
+            return Granted(*self._grant(tag))
         ev = self.env.event()
         ev.tag = tag
         self.waiters.append(ev)
@@ -63,12 +65,14 @@ class Pool:
     def _wake(self) -> None:
         while self.waiters and self._can_grant():
             ev = self.waiters.popleft()
-            ev.succeed(self._grant(ev.tag))
+            ev.value_pred = self._grant(ev.tag)
+            ev.succeed(ev.value_pred[0])
 
     def _can_grant(self) -> bool:
         raise NotImplementedError
 
-    def _grant(self, tag: Any) -> Any:
+    def _grant(self, tag: Any) -> tuple[Any, Any]:
+        """Take what the rule allows; return (value, the instruction that made it available)."""
         raise NotImplementedError
 
 
@@ -79,28 +83,35 @@ class PingPong(Pool):
         super().__init__(env, name)
         self.count = count
         self.holder: list[Any] = [None] * count
+        self.released_by: list[Any] = [None] * count
         self.data: list[Any] = [None] * count
         self.next = 0
         self.in_use = 0
         self.peak = 0
+        self.samples: list[tuple[float, int]] | None = None  # (cycle, slots in use) when tracing
 
     def _can_grant(self) -> bool:
         return self.holder[self.next] is None
 
-    def _grant(self, tag: Any) -> int:
+    def _grant(self, tag: Any) -> tuple[int, Any]:
         slot = self.next
         self.holder[slot] = tag if tag is not None else True
         self.next = (slot + 1) % self.count
         self.in_use += 1
         self.peak = max(self.peak, self.in_use)
-        return slot
+        if self.samples is not None:
+            self.samples.append((self.env._now, self.in_use))
+        return slot, self.released_by[slot]
 
-    def release(self, slot: int) -> None:
-        """The holder is done with ``slot``; the next request in turn may take it."""
+    def release(self, slot: int, by: Any = None) -> None:
+        """``by`` (an instruction) is done with ``slot``; the next request in turn may take it."""
         if self.holder[slot] is None:
             raise HazardError(f"{self.name} slot {slot} released twice at cycle {self.env.now:.0f}")
         self.holder[slot] = None
+        self.released_by[slot] = by
         self.in_use -= 1
+        if self.samples is not None:
+            self.samples.append((self.env._now, self.in_use))
         self._wake()
 
 
@@ -111,26 +122,25 @@ class Flag(Pool):
         super().__init__(env, name)
         self.latency = latency
         self.count = 0
-        self.sets = 0
-        self.waits = 0
+        self.setters: deque[Any] = deque()  # who set each pending count, oldest first
 
     def _can_grant(self) -> bool:
         return self.count > 0
 
-    def _grant(self, tag: Any) -> None:
+    def _grant(self, tag: Any) -> tuple[None, Any]:
         self.count -= 1
-        self.waits += 1
+        return None, self.setters.popleft()
 
-    def set(self) -> None:
-        """Signal the flag; a waiter sees it ``latency`` cycles later."""
+    def set(self, by: Any = None) -> None:
+        """``by`` (an instruction) signals the flag; a waiter sees it ``latency`` cycles later."""
         if self.latency:
-            self.env.timeout(self.latency).callbacks.append(lambda _ev: self._arrive())
+            self.env.timeout(self.latency).callbacks.append(lambda _ev: self._arrive(by))
         else:
-            self._arrive()
+            self._arrive(by)
 
-    def _arrive(self) -> None:
+    def _arrive(self, by: Any) -> None:
         self.count += 1
-        self.sets += 1
+        self.setters.append(by)
         if self.count > FLAG_MAX:
             raise HazardError(f"flag {self.name} set {self.count} times without a wait (counter max "
                               f"{FLAG_MAX}) at cycle {self.env.now:.0f}")
@@ -189,6 +199,7 @@ class GmFifo:
         self.consumed = [Flag(env, f"{name}.consumed[aiv{a}]", latency) for a in range(self.LANES)]
         self.unread: list[list[int | None]] = [[None] * depth for _ in range(self.LANES)]
         self.data: list[Any] = [None] * depth
+        self.samples: list[tuple[float, int]] | None = None  # (cycle, slots holding unread data)
 
     def must_wait_credit(self, t: int) -> bool:
         """Producer credit rule: wait when t ≥ depth and t % period == 0 (t = 8, 12, 16 … by default)."""
@@ -212,8 +223,15 @@ class GmFifo:
                               f"cycle {self.env.now:.0f} while tile {held} is unread; the credit rule "
                               f"(depth {self.depth}, period {self.period}) does not protect it")
         self.unread[lane][slot] = t
+        self._sample()
         return slot
 
     def free(self, lane: int, t: int) -> None:
         """The consumer of ``lane`` has finished reading tile t."""
         self.unread[lane][t % self.depth] = None
+        self._sample()
+
+    def _sample(self) -> None:
+        if self.samples is not None:
+            held = sum(any(lane[s] is not None for lane in self.unread) for s in range(self.depth))
+            self.samples.append((self.env._now, held))

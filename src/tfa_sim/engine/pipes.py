@@ -9,7 +9,7 @@ instructions' completion (a hand-off flag), a buffer slot, a cross-core flag
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import simpy
 
@@ -25,7 +25,7 @@ class Instr:
     """One instruction group: a TLOAD, a TEXTRACT, a TMATMUL, a fixpipe store, a vector op sequence."""
 
     __slots__ = ("stage", "block", "tile", "sub", "kind", "waits", "cost", "action", "after", "_done",
-                 "waiters", "finished", "pipe", "slots", "nbytes", "flops", "start", "end")
+                 "waiters", "finished", "pipe", "slots", "nbytes", "flops", "start", "end", "id", "deps")
 
     def __init__(self, stage: str, block: int, tile: int, sub: int, kind: str,
                  waits: list[tuple[str, Any, str | None]], cost: float | GmMove,
@@ -37,12 +37,14 @@ class Instr:
         self.action = action
         self.after = after or []
         self._done: simpy.Event | None = None
-        self.waiters: list[Pipe] = []  # pipes blocked on this instruction's completion
+        self.waiters: list[Pipe] | None = None  # pipes blocked on this instruction's completion
         self.finished = False
         self.pipe: Pipe | None = None
         self.slots: dict[str, int] = {}
         self.nbytes, self.flops = nbytes, flops
         self.start = self.end = 0.0
+        self.id = -1  # numbered when executed (event log)
+        self.deps: list[tuple[Instr, str, float]] | None = None  # (predecessor, data|slot|credit, latency) when logging
 
     @property
     def label(self) -> str:
@@ -78,14 +80,43 @@ class GmMove:
         self.nbytes, self.rate = nbytes, rate
 
 
+class Record(NamedTuple):
+    """One executed instruction group in the event log (times in cycles)."""
+
+    id: int
+    unit: str  # coreN.cubecore0 | coreN.veccoreA
+    pipe: str
+    stage: str
+    block: int
+    tile: int
+    sub: int  # sub-tile (cube) or row slice (vector)
+    kind: str
+    start: float
+    end: float
+    nbytes: int
+    flops: int
+    slots: dict[str, int]
+    deps: tuple[tuple[int, str, float], ...]  # (predecessor id, data|slot|credit, latency)
+
+
 class Stats:
     """Aggregates shared by all pipes of a run: busy cycles, stalls, and the event log."""
 
     def __init__(self, log_events: bool) -> None:
         self.pipes: list[Pipe] = []
-        self.stalls: dict[str, dict[str, float]] = {
-            s: dict.fromkeys(CAUSES, 0.0) for s in ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")}
-        self.events: list[tuple] | None = [] if log_events else None
+        self.pools: list[Any] = []  # PingPong / GmFifo objects with occupancy samples (when logging)
+        self.next_id = 0
+        self.stages = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")
+        self.events: list[Record] | None = [] if log_events else None
+
+    @property
+    def stalls(self) -> dict[str, dict[str, float]]:
+        """Stall cycles per stage and cause (data, slot, credit, gm), summed over pipes."""
+        out = {s: dict.fromkeys(CAUSES, 0.0) for s in self.stages}
+        for pipe in self.pipes:
+            for (stage, cause, _what), cycles in pipe.stall_by.items():
+                out[stage][cause] += cycles
+        return out
 
     @property
     def busy(self) -> dict[str, float]:
@@ -112,9 +143,12 @@ class Pipe:
         self.gm = gm
         self.busy = 0.0
         self.executed = 0
+        self.stall_by: dict[tuple[str, str, str], float] = {}  # (stage, cause, what) → cycles
         self.unit = unit
         self.name = name
         self.full_name = f"{unit}.{name}"
+        #: how a stall on this pipe's data reads in the bottleneck report
+        self.as_source = f"data from {'cube' if '.cubecore' in unit else 'vec'}.{name}"
         self.stats = stats
         self.queue: deque[Instr] = deque()
         self.blocked: tuple[Instr, str, Any] | None = None  # (instr, what it waits on, who would signal)
@@ -124,6 +158,7 @@ class Pipe:
         self._wait_index = 0
         self._blocked_since = 0.0
         stats.pipes.append(self)
+        self.log = stats.events is not None
 
     def issue(self, ins: Instr) -> Instr:
         ins.pipe = self
@@ -152,10 +187,13 @@ class Pipe:
                 if pending is None:
                     if source.__class__ is Instr:
                         if not source.finished:
-                            source.waiters.append(self)
+                            if source.waiters is None:
+                                source.waiters = [self]
+                            else:
+                                source.waiters.append(self)
                             self._block(ins, source, source, index)
                             return
-                        value = None
+                        value = ev = None
                     else:
                         ev = source.request(ins)
                         if not ev.triggered:
@@ -174,10 +212,14 @@ class Pipe:
                             self._advancing = False
                             return
                         value = pending.value
-                    self.stats.stalls[ins.stage][cause] += env._now - self._blocked_since
+                    waited = env._now - self._blocked_since
+                    what = (ins.stage, cause, source.pipe.as_source if source.__class__ is Instr else source.short_name)
+                    self.stall_by[what] = self.stall_by.get(what, 0.0) + waited
                     self._pending = self.blocked = None
                 if key is not None:
                     ins.slots[key] = value
+                if self.log:
+                    self._record_dep(ins, cause, source, pending if pending is not None else ev)
                 index += 1
             self._wait_index = 0
             queue.popleft()
@@ -186,7 +228,8 @@ class Pipe:
             if cost.__class__ is GmMove:
                 cycles, gm_wait = self.gm.transfer(now, cost.nbytes, cost.rate)
                 if gm_wait > 0:
-                    self.stats.stalls[ins.stage]["gm"] += gm_wait
+                    what = (ins.stage, "gm", "GM bandwidth")
+                    self.stall_by[what] = self.stall_by.get(what, 0.0) + gm_wait
             else:
                 cycles = cost
             if cycles > 0:
@@ -195,6 +238,18 @@ class Pipe:
                 break
             self._finish(ins, 0)
         self._advancing = False
+
+    def _record_dep(self, ins: Instr, cause: str, source: Any, granted: Any) -> None:
+        """Remember which instruction enabled this wait (for the critical path)."""
+        if ins.deps is None:
+            ins.deps = []
+        if source.__class__ is Instr:
+            ins.deps.append((source, cause, 0.0))
+            return
+        pred = granted.pred if granted.__class__ is Granted else granted.value_pred[1]
+        if pred is not None:
+            ins.deps.append((pred, cause, getattr(source, "latency", 0.0)))
+
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
         self._pending, self._wait_index = pending, index
@@ -222,11 +277,15 @@ class Pipe:
         ins.finished = True
         if ins._done is not None:
             ins._done.succeed()
-        if stats.events is not None:
-            stats.events.append((self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub, ins.kind,
-                                 ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots)))
-        for pipe in ins.waiters:
-            pipe._advance()
+        if self.log:
+            ins.id = stats.next_id
+            stats.next_id += 1
+            stats.events.append(Record(ins.id, self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub,
+                                       ins.kind, ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots),
+                                       tuple((d.id, cause, lat) for d, cause, lat in ins.deps or ())))
+        if ins.waiters is not None:
+            for pipe in ins.waiters:
+                pipe._advance()
 
     def waiting_on(self) -> tuple[Instr, str, Any] | None:
         """(blocked instruction, what it waits for, the pipe that would signal it), or None."""

@@ -41,6 +41,7 @@ class Core:
 
     def __init__(self, env: simpy.Environment, index: int, stats: Any, gm: GlobalMemory) -> None:
         self.index = index
+        self.stats = stats
         cube = f"core{index}.cubecore0"
         self.cube = {p: Pipe(env, cube, p, stats, gm) for p in CUBE_PIPES}
         self.vec = [{p: Pipe(env, f"core{index}.veccore{a}", p, stats, gm) for p in VEC_PIPES} for a in range(2)]
@@ -105,11 +106,19 @@ class BlockProgram:
     def _pool(self, name: str, count: int, owner: Pipe) -> PingPong:
         pool = PingPong(self.env, name, count)
         pool.owner_pipe = owner
+        self._trace(pool)
         return pool
+
+    def _trace(self, pool: PingPong | GmFifo) -> None:
+        """With the event log on, sample the pool's occupancy for the trace's counter tracks."""
+        if self.core.stats.events is not None:
+            pool.samples = []
+            self.core.stats.pools.append(pool)
 
     def _fifo(self, name: str, depth: int, period: int, latency: float, ready_owner: Pipe | None,
               consumed_owners: list[Pipe]) -> GmFifo:
         fifo = GmFifo(self.env, name, depth, period, latency)
+        self._trace(fifo)
         for a in range(2):
             fifo.ready[a].owner_pipe = ready_owner
             fifo.consumed[a].owner_pipe = consumed_owners[a]
@@ -128,6 +137,13 @@ class BlockProgram:
             if pool.in_use:
                 raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of block "
                                   f"{self.block.index} (cycle {self.env.now:.0f})")
+
+    def close(self) -> None:
+        """Drop the tiles the block's buffers still reference (they are garbage from now on)."""
+        for pool in (self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c,
+                     *self.ub_src, *self.ub_x_exp, *self.ring, self.qk_fifo, self.p_fifo, self.pv_fifo):
+            pool.data = [None] * len(pool.data)
+        self.running_o = self.m = self.l = [None, None]
 
     # ---- helpers -------------------------------------------------------------------------------
     def _gm(self, nbytes: int, path: str) -> GmMove:
@@ -190,7 +206,7 @@ class BlockProgram:
             ex = self._issue(cube["MTE1"], "compute_qk", t, s, "TEXTRACT", ex_waits,
                              self.costs.extract(self.cube_s0 * self.head * FP16, k_bytes),
                              lambda ins: self.l0b.data.__setitem__(ins.slots["b"], self.l1_k.data[ld.slots["k"]]),
-                             after=[lambda ins: self.l1_k.release(ld.slots["k"])])
+                             after=[lambda ins: self.l1_k.release(ld.slots["k"], ins)])
             self.last_q_use = ex
             flops = 2 * self.cube_s0 * self.cube_s1 * self.head
             mm = self._issue(cube["M"], "compute_qk", t, s, "TMATMUL", [("data", ex, None), ("slot", self.l0c, "c")],
@@ -198,8 +214,8 @@ class BlockProgram:
                              lambda ins: self.l0c.data.__setitem__(ins.slots["c"], compute_qk(
                                  self.num.backend, b, self.l1_q.data[self.q_load.slots["q"]],
                                  self.l0b.data[ex.slots["b"]], t, s)),
-                             after=[lambda ins: self.l0a.release(ex.slots["a"]),
-                                    lambda ins: self.l0b.release(ex.slots["b"])], flops=flops)
+                             after=[lambda ins: self.l0a.release(ex.slots["a"], ins),
+                                    lambda ins: self.l0b.release(ex.slots["b"], ins)], flops=flops)
             fix_waits.append(("data", mm, None))
         if s == 0 and self.qk_fifo.must_wait_credit(t):
             fix_waits += [("credit", self.qk_fifo.consumed[a], None) for a in range(2)]
@@ -215,9 +231,9 @@ class BlockProgram:
 
         after = [lambda ins: [self.qk_fifo.claim(a, t, ins.label) for a in range(2)]] if s == 0 else []
         if active:
-            after.append(lambda ins: self.l0c.release(mm.slots["c"]))
+            after.append(lambda ins: self.l0c.release(mm.slots["c"], ins))
         if s == self.kf - 1:
-            after.append(lambda ins: [self.qk_fifo.ready[a].set() for a in range(2)])
+            after.append(lambda ins: [self.qk_fifo.ready[a].set(ins) for a in range(2)])
         self._issue(cube["FIX"], "compute_qk", t, s, "FIXPIPE →qk_tile_fifo", fix_waits,
                     self._gm(out_bytes, "l0c_to_gm") if active else 0, store, after, nbytes=out_bytes)
 
@@ -232,7 +248,7 @@ class BlockProgram:
         if last:
             after.append(lambda ins: [self.p_fifo.free(a, t) for a in range(2)])
             if self.p_fifo.notifies(t):
-                after.append(lambda ins: [self.p_fifo.consumed[a].set() for a in range(2)])
+                after.append(lambda ins: [self.p_fifo.consumed[a].set(ins) for a in range(2)])
         if not active:  # FIFO handshakes only
             self._issue(cube["MTE2"], "compute_pv", t, s, "handshake", waits, 0, after=after)
         else:
@@ -252,8 +268,8 @@ class BlockProgram:
                              self.costs.extract(p_bytes, v_bytes),
                              lambda ins: (self.l0a.data.__setitem__(ins.slots["a"], self.l1_p.data[ld.slots["p"]]),
                                           self.l0b.data.__setitem__(ins.slots["b"], self.l1_v.data[ld.slots["v"]])),
-                             after=[lambda ins: self.l1_p.release(ld.slots["p"]),
-                                    lambda ins: self.l1_v.release(ld.slots["v"])])
+                             after=[lambda ins: self.l1_p.release(ld.slots["p"], ins),
+                                    lambda ins: self.l1_v.release(ld.slots["v"], ins)])
             mm_waits = [("data", ex, None)] + ([("slot", self.l0c, "c")] if s == 0 else [])
             acc = None if s == 0 else self.pv_acc
 
@@ -266,8 +282,8 @@ class BlockProgram:
 
             mm = self._issue(cube["M"], "compute_pv", t, s, "TMATMUL", mm_waits,
                              self.costs.matmul(self.cube_s0, self.head, self.cube_s1, self.pv_cube_k), matmul,
-                             after=[lambda ins: self.l0a.release(ex.slots["a"]),
-                                    lambda ins: self.l0b.release(ex.slots["b"])],
+                             after=[lambda ins: self.l0a.release(ex.slots["a"], ins),
+                                    lambda ins: self.l0b.release(ex.slots["b"], ins)],
                              flops=2 * self.cube_s0 * self.cube_s1 * self.head)
             if s == 0:
                 self.pv_acc = mm
@@ -293,8 +309,8 @@ class BlockProgram:
         self._issue(cube["FIX"], "compute_pv", t, self.kf - 1, "FIXPIPE →pv_tile_fifo", waits,
                     self._gm(nbytes, "l0c_to_gm"), store,
                     [lambda ins: [self.pv_fifo.claim(a, t, ins.label) for a in range(2)],
-                     lambda ins: self.l0c.release(acc.slots["c"]),
-                     lambda ins: [self.pv_fifo.ready[a].set() for a in range(2)]], nbytes=nbytes)
+                     lambda ins: self.l0c.release(acc.slots["c"], ins),
+                     lambda ins: [self.pv_fifo.ready[a].set(ins) for a in range(2)]], nbytes=nbytes)
 
     # ---- vector: compute_p and compute_gu -------------------------------------------------------
     def vector_program(self, a: int) -> None:
@@ -311,7 +327,7 @@ class BlockProgram:
         vec = self.core.vec[a]
         waits = [("credit", self.p_fifo.consumed[a], None) for _ in range(self.p_fifo.undrained_credits(tiles))]
         self._issue(vec["MTE3"], "epilogue", tiles, 0, "drain credits, signal block end", waits, 0,
-                    after=[lambda ins: self.block_end[a].set()])
+                    after=[lambda ins: self.block_end[a].set(ins)])
 
     def p_slice(self, a: int, t: int, r: int) -> None:
         vec, b = self.core.vec[a], self.block
@@ -324,7 +340,7 @@ class BlockProgram:
         if last:
             after.append(lambda ins: self.qk_fifo.free(a, t))
             if self.qk_fifo.notifies(t):
-                after.append(lambda ins: self.qk_fifo.consumed[a].set())
+                after.append(lambda ins: self.qk_fifo.consumed[a].set(ins))
         ld = self._issue(vec["MTE2"], "compute_p", t, r, "TLOAD QK", waits, self._gm(src_bytes, "gm_to_ub"),
                          lambda ins: self.ub_src[a].data.__setitem__(
                              ins.slots["src"], self.qk_fifo.data[t % self.qk_fifo.depth][row0:row0 + self.vec_s0]),
@@ -346,7 +362,7 @@ class BlockProgram:
             self.m[a][rows] = res.m2_global_max
             self.l[a][rows] = res.l2_global_sum
 
-        v_after: list = [lambda ins: self.ub_src[a].release(ld.slots["src"])]
+        v_after: list = [lambda ins: self.ub_src[a].release(ld.slots["src"], ins)]
         if r == 0:  # the tile's first slice claims its l1_exp_max ring slot (no flag guards it)
             v_after.append(lambda ins: self.ring[a].write(t, ins.label))
         v = self._issue(vec["V"], "compute_p", t, r, "VEC softmax",
@@ -365,9 +381,9 @@ class BlockProgram:
             self.p_fifo.data[slot][row0:row0 + self.vec_s0] = self.ub_x_exp[a].data[v.slots["x"]]
 
         st_after: list = [lambda ins: self.p_fifo.claim(a, t, ins.label)] if r == 0 else []
-        st_after.append(lambda ins: self.ub_x_exp[a].release(v.slots["x"]))
+        st_after.append(lambda ins: self.ub_x_exp[a].release(v.slots["x"], ins))
         if last:
-            st_after.append(lambda ins: self.p_fifo.ready[a].set())
+            st_after.append(lambda ins: self.p_fifo.ready[a].set(ins))
         self._issue(vec["MTE3"], "compute_p", t, r, "TSTORE x_exp →p_tile_fifo", st_waits,
                     self._gm(out_bytes, "ub_to_gm"), store, st_after, nbytes=out_bytes)
 
@@ -378,7 +394,7 @@ class BlockProgram:
         nbytes = self.half * self.head * FP32
         after: list = [lambda ins: self.pv_fifo.free(a, t)]
         if self.pv_fifo.notifies(t):
-            after.append(lambda ins: self.pv_fifo.consumed[a].set())
+            after.append(lambda ins: self.pv_fifo.consumed[a].set(ins))
         ld = self._issue(vec["MTE2"], "compute_gu", t, 0, "TLOAD PV",
                          [("data", self.pv_fifo.ready[a], None), ("slot", self.ub_src[a], "src")],
                          self._gm(nbytes, "gm_to_ub"),
@@ -397,7 +413,7 @@ class BlockProgram:
         v = self._issue(vec["V"], "compute_gu", t, 0, "VEC update", [("data", ld, None)],
                         self.costs.compute_gu(self.half, self.head, t == 0, last), update,
                         after=[lambda ins: self.ring[a].read(t, ins.label),
-                               lambda ins: self.ub_src[a].release(ld.slots["src"])])
+                               lambda ins: self.ub_src[a].release(ld.slots["src"], ins)])
         if last:
             def write_out(ins: Instr) -> None:
                 rows = slice(b.row0 + a * self.half, b.row0 + (a + 1) * self.half)
