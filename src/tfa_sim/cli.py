@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from tfa_sim.config import Config, load_config
-from tfa_sim.errors import TfaError
+from tfa_sim.errors import InputError, TfaError
 
 
 def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
@@ -75,6 +75,55 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from tfa_sim.timeline import load_view, parse_cores, parse_tiles, render
+
+    runs = list(args.run_dirs) + list(args.compare or [])
+    if not runs:
+        raise InputError("tfa-sim timeline needs a RUN_DIR (or --compare RUN_A RUN_B …)")
+    if len(runs) > 1 and not args.compare:
+        raise InputError("several run directories: use --compare RUN_A RUN_B … to stack them")
+    cores, tiles = parse_cores(args.cores), parse_tiles(args.tiles)
+    views = [load_view(r, args.by, cores, tiles, args.arrows) for r in runs]
+    out = Path(args.output) if args.output else Path(runs[0]) / "timeline.svg"
+    render(views, out, args.arrows)
+    for v in views:
+        print(f"{v.name}: {v.makespan}, {len(v.bars)} bars in {len(v.lanes)} lanes")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tfa_sim.analysis import plan
+    from tfa_sim.outputs import read_events, read_summary
+    from tfa_sim.timeline import make_view, planned, render
+
+    run_dir = Path(args.run_dir)
+    summary = read_summary(run_dir)
+    events = read_events(run_dir / "events.csv")
+    overhead = summary["overhead"]
+    units = None
+    if args.resources == "pipes":
+        units = {}
+        for item in filter(None, (args.units or "").split(",")):
+            kind, _, n = item.partition("=")
+            if not n.isdigit() or int(n) < 1:
+                raise InputError(f"--units {item!r}: expected PIPE=N like cube.M=2")
+            units[kind.strip()] = int(n)
+    schedule = plan(events, overhead["launch"], overhead["block_dispatch"], units)
+    plan_summary, moved = planned(summary, events, schedule)
+    what = "unlimited resources" if units is None else "one server per pipe" + (f" ({args.units})" if units else "")
+    print(f"plan ({what}): {plan_summary['total_cycles']:.0f} cycles = {plan_summary['time_us']:.2f} µs; "
+          f"simulated: {summary['total_cycles']:.0f} cycles = {summary['time_us']:.2f} µs "
+          f"(plan/simulated {plan_summary['total_cycles'] / summary['total_cycles']:.0%})")
+    if args.output:
+        views = [make_view(f"plan ({what})", plan_summary, moved, by="pipe"),
+                 make_view(f"simulated {run_dir.name}", summary, events, by="pipe")]
+        render(views, Path(args.output))
+        print(f"wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
                                      "Ascend A2/A3 NPUs: bit-accurate outputs and schedule timing.")
@@ -91,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", required=True, help="directory to write")
     p.set_defaults(func=cmd_gen_data)
+    p = sub.add_parser("timeline", help="Gantt chart of a run (.svg/.png/.html); --compare stacks runs")
+    p.add_argument("run_dirs", nargs="*", help="run directory (from tfa-sim run --out)")
+    p.add_argument("--compare", nargs="+", metavar="RUN", help="stack these runs on one time axis")
+    p.add_argument("-o", "--output", help="output file .svg, .png or .html (default RUN_DIR/timeline.svg)")
+    p.add_argument("--cores", help="cores to show, e.g. 0,2,5-7")
+    p.add_argument("--tiles", help="logical tiles a:b to show (a ≤ t < b)")
+    p.add_argument("--by", choices=("pipe", "stage", "unit"), help="lanes per pipe, per stage band, or per unit")
+    p.add_argument("--arrows", action="store_true", help="draw FIFO hand-offs between units")
+    p.set_defaults(func=cmd_timeline)
+    p = sub.add_parser("plan", help="ideal list schedule of a run's task graph, compared with the simulation")
+    p.add_argument("run_dir")
+    p.add_argument("--resources", choices=("unlimited", "pipes"), default="unlimited",
+                   help="unlimited: dependencies only; pipes: one server per pipe (see --units)")
+    p.add_argument("--units", help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
+    p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
+    p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured kernel times")
     p.add_argument("--points", help="CSV of measured points (default: the shipped HARDWARE.md calibration set)")
     p.add_argument("--out", help="directory for report and fitted presets (default: runs/calibration-<time>)")

@@ -222,6 +222,10 @@ def load_config(path: str | Path | None = None, case: str | None = None,
         raise InputError("give either a CONFIG file or --case NAME, not both")
     source = Path(path) if path is not None else case_path(case or DEFAULT_CASE)
     data = _read_file(source)
-    for text in overrides:
-        data = merge(data, *parse_override(text))
+    parsed = [parse_override(text) for text in overrides]
+    renamed = any(sec == "case" and key == "name" for sec, key, _ in parsed)
+    if not renamed and any(sec == "case" for sec, _, _ in parsed) and isinstance(data.get("case"), dict):
+        data = {**data, "case": {k: v for k, v in data["case"].items() if k != "name"}}  # name the new shape
+    for section, key, value in parsed:
+        data = merge(data, section, key, value)
     return build_config(data)

@@ -27,8 +27,9 @@ def check_legal(config: Config) -> None:
     c, t, s = config.case, config.tiling, config.schedule
     for section, obj in (("case", c), ("tiling", t), ("schedule", s)):
         for key, value in vars(obj).items():
-            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-                raise InputError(f"illegal config: {section}.{key}={value} must be ≥ 1")
+            low = 0 if key == "qk_preload" else 1  # qk_preload 0: tfa-sim's no-preload schedule
+            if isinstance(value, int) and not isinstance(value, bool) and value < low:
+                raise InputError(f"illegal config: {section}.{key}={value} must be ≥ {low}")
     _require(c.head % 16 == 0, f"case.head={c.head} must be a multiple of 16 (cube fractal 16×16); use 64 or 128")
     _require(c.heads % c.kv_heads == 0,
              f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} (GQA groups); "
@@ -49,7 +50,7 @@ def check_legal(config: Config) -> None:
              f"use a multiple of 16")
     _require(s.qk_preload <= s.cv_fifo_size, f"1 ≤ qkPreloadNum ≤ CV_FIFO_SIZE broken: schedule.qk_preload="
              f"{s.qk_preload}, cv_fifo_size={s.cv_fifo_size}; use qk_preload={s.cv_fifo_size}")
-    _require(s.qk_preload > 1 or kf == 1, f"qkPreloadNum > 1 unless kTileFactor == 1 broken: qk_preload=1 with "
+    _require(s.qk_preload != 1 or kf == 1, f"qkPreloadNum > 1 unless kTileFactor == 1 broken: qk_preload=1 with "
              f"kTileFactor={kf}; use qk_preload=2")
     hw = load_hardware(config.hardware)
     use = buffer_use(config, hw.ub_align)

@@ -20,6 +20,7 @@ from tfa_sim.golden import kernel_golden, reference_attention
 from tfa_sim.hardware import load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.outputs import new_run_dir, write_events, write_json, write_npy
+from tfa_sim.trace import build_trace, collect_counters, write_trace
 
 
 def versions() -> dict[str, str]:
@@ -30,6 +31,11 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
+
+
+OUTPUT_FILES = ("summary.json", "o.npy", "events.csv", "trace.json", "timeline.svg")
+#: Runs with more instruction groups than this skip timeline.svg (draw one with tfa-sim timeline --cores/--tiles).
+TIMELINE_MAX_EVENTS = 20_000
 
 
 @dataclass
@@ -67,6 +73,8 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
         raise InputError("--inputs needs numerics: drop --no-numerics (numerics.enabled=false) or --inputs")
     sim = simulate(config, hw, numerics, log_events=event_log)
     summary.update(timing_summary(sim, config))
+    summary["overhead"] = dict(hw.params["overhead"])
+    summary["bottleneck"] = bottleneck(sim, hw)
     if numerics is not None:
         vs_fp64 = compare(numerics.out, reference_attention(numerics.inputs, config))
         vs_kernel = compare(numerics.out, kernel_golden(numerics.inputs, config).o)
@@ -75,12 +83,37 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     summary.update(config=config.to_dict(), versions=versions())
     path = Path(out_dir) if out_dir else new_run_dir(config.name)
     path.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUT_FILES:  # a reused --out must not keep a previous run's files
+        (path / name).unlink(missing_ok=True)
     if numerics is not None:
         write_npy(path / "o.npy", numerics.out)
     if sim.stats.events is not None:
         write_events(path / "events.csv", sim.stats.events)
+        meta = {"case": config.name, "hardware": hw.name, "config": config.to_dict(),
+                "total_cycles": summary["total_cycles"], "time_us": summary["time_us"]}
+        write_trace(path / "trace.json", build_trace(sim.stats.events, collect_counters(sim.stats.pools),
+                                                     hw.clock_mhz, meta))
     write_json(path / "summary.json", summary)
+    if sim.stats.events is not None and len(sim.stats.events) <= TIMELINE_MAX_EVENTS:
+        from tfa_sim.timeline import make_view, render
+
+        render([make_view(path.name, summary, sim.stats.events)], path / "timeline.svg")
     return RunResult(path, numerics.out if numerics else None, summary)
+
+
+def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
+    """Bound pipe, bubbles by cause and (with the event log) the critical path of the task graph."""
+    from tfa_sim.analysis import bubbles, critical_path_report
+
+    out: dict[str, Any] = {"bubbles": bubbles(sim.stats.pipes, sim.total_cycles)}
+    if sim.stats.events is not None:
+        overhead = hw.params["overhead"]
+        cp = critical_path_report(sim.stats.events, overhead["launch"], overhead["block_dispatch"])
+        cp.pop("path", None)
+        if "length_cycles" in cp:
+            cp["fraction_of_makespan"] = round(cp["length_cycles"] / sim.total_cycles, 4)
+        out["critical_path"] = cp
+    return out
 
 
 def format_summary(result: RunResult) -> str:
@@ -88,11 +121,23 @@ def format_summary(result: RunResult) -> str:
     lines = [f"tfa-sim run: {s['case']} on {s['hardware']}"
              + (f"  backend={s['backend']}  exp={s['exp_model']}" if "backend" in s else "  (timing only)")]
     lines += format_timing(s)
+    cp = s["bottleneck"].get("critical_path", {})
+    if "length_cycles" in cp:
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in cp["share"].items())
+        lines.append(f"  critical path: {cp['length_cycles']:.0f} cycles ({cp['fraction_of_makespan']:.0%} of the "
+                     f"makespan; the rest is pipes waiting for each other): {shares}")
+    elif "skipped" in cp:
+        lines.append(f"  critical path: skipped, {cp['skipped']}")
+    lines += [f"  {b['text']}" for b in s["bottleneck"]["bubbles"][:4]]
     if "golden" in s:
         g = s["golden"]["vs_reference_fp64"]
         verdict = "PASS" if result.passed else "FAIL"
         lines.append(f"  golden (fp64, kernel rule eps=1e-3): {verdict}  failures {g['failures']}/"
                      f"{g['allowed_failures']} allowed  max abs {g['max_abs_err']:.3g}  max rel {g['max_rel_err']:.3g}")
-    lines.append(f"  wrote {result.out_dir}/ (summary.json" + (", o.npy" if result.o is not None else "")
-                 + (", events.csv)" if (result.out_dir / "events.csv").exists() else ")"))
+    files = ["summary.json"] + [f for f in ("o.npy", "events.csv", "trace.json", "timeline.svg")
+                                if (result.out_dir / f).exists()]
+    lines.append(f"  wrote {result.out_dir}/ ({', '.join(files)})")
+    if (result.out_dir / "events.csv").exists() and not (result.out_dir / "timeline.svg").exists():
+        lines.append(f"  timeline.svg skipped (over {TIMELINE_MAX_EVENTS} instruction groups): "
+                     f"tfa-sim timeline {result.out_dir} --cores 0-1 --tiles 0:16")
     return "\n".join(lines)

@@ -44,7 +44,7 @@ class Instr:
         self.nbytes, self.flops = nbytes, flops
         self.start = self.end = 0.0
         self.id = -1  # numbered when executed (event log)
-        self.deps: list[tuple[Instr, str, float]] | None = None  # (predecessor, data|slot|credit, latency) when logging
+        self.deps: list[tuple[Instr, str, float, str]] | None = None  # (predecessor, cause, latency, via) if logging
 
     @property
     def label(self) -> str:
@@ -96,7 +96,7 @@ class Record(NamedTuple):
     nbytes: int
     flops: int
     slots: dict[str, int]
-    deps: tuple[tuple[int, str, float], ...]  # (predecessor id, data|slot|credit, latency)
+    deps: tuple[tuple[int, str, float, str], ...]  # (predecessor id, data|slot|credit, latency, via flag/slot)
 
 
 class Stats:
@@ -244,11 +244,11 @@ class Pipe:
         if ins.deps is None:
             ins.deps = []
         if source.__class__ is Instr:
-            ins.deps.append((source, cause, 0.0))
+            ins.deps.append((source, cause, 0.0, ""))
             return
         pred = granted.pred if granted.__class__ is Granted else granted.value_pred[1]
         if pred is not None:
-            ins.deps.append((pred, cause, getattr(source, "latency", 0.0)))
+            ins.deps.append((pred, cause, getattr(source, "latency", 0.0), source.short_name))
 
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
@@ -282,7 +282,7 @@ class Pipe:
             stats.next_id += 1
             stats.events.append(Record(ins.id, self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub,
                                        ins.kind, ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots),
-                                       tuple((d.id, cause, lat) for d, cause, lat in ins.deps or ())))
+                                       tuple((d.id, cause, lat, via) for d, cause, lat, via in ins.deps or ())))
         if ins.waiters is not None:
             for pipe in ins.waiters:
                 pipe._advance()

@@ -162,12 +162,16 @@ class BlockProgram:
         self.q_load = self._issue(cube["MTE2"], "compute_qk", 0, 0, "TLOAD Q→L1", [("slot", self.l1_q, "q")],
                                   self._gm(self.cube_s0 * self.head * FP16, "gm_to_l1"), self._load_q,
                                   nbytes=self.cube_s0 * self.head * FP16)
-        self.last_q_use: Instr | None = None
-        self.pv_mm: list[Instr] = []
+        if self.preload == 0:  # no preload: QK(t) then PV(t), cube and vector take turns
+            for t in range(tiles):
+                for s in range(self.kf):
+                    self.qk_sub(t, s)
+                for s in range(self.kf):
+                    self.pv_sub(t, s)
         for t in range(min(self.preload, tiles)):  # prologue
             for s in range(self.kf):
                 self.qk_sub(t, s)
-        for t in range(tiles):  # steady loop
+        for t in range(tiles if self.preload else 0):  # steady loop
             nxt = t + self.preload
             for s in range(self.kf):
                 if nxt < tiles:
@@ -207,7 +211,6 @@ class BlockProgram:
                              self.costs.extract(self.cube_s0 * self.head * FP16, k_bytes),
                              lambda ins: self.l0b.data.__setitem__(ins.slots["b"], self.l1_k.data[ld.slots["k"]]),
                              after=[lambda ins: self.l1_k.release(ld.slots["k"], ins)])
-            self.last_q_use = ex
             flops = 2 * self.cube_s0 * self.cube_s1 * self.head
             mm = self._issue(cube["M"], "compute_qk", t, s, "TMATMUL", [("data", ex, None), ("slot", self.l0c, "c")],
                              self.costs.matmul(self.cube_s0, self.cube_s1, self.head, self.qk_cube_k),
@@ -319,13 +322,14 @@ class BlockProgram:
             for r in range(self.kf):
                 self.p_slice(a, t, r)
         for t in range(tiles):
-            nxt = t + self.preload
+            nxt = t + self.preload  # with preload 0: P(t) right before GU(t)
             if nxt < tiles:
                 for r in range(self.kf):
                     self.p_slice(a, nxt, r)
-            self.gu(a, t)
+            last_store = self.gu(a, t)
         vec = self.core.vec[a]
-        waits = [("credit", self.p_fifo.consumed[a], None) for _ in range(self.p_fifo.undrained_credits(tiles))]
+        waits = [("data", last_store, None)]  # block end is signalled after the output is stored
+        waits += [("credit", self.p_fifo.consumed[a], None) for _ in range(self.p_fifo.undrained_credits(tiles))]
         self._issue(vec["MTE3"], "epilogue", tiles, 0, "drain credits, signal block end", waits, 0,
                     after=[lambda ins: self.block_end[a].set(ins)])
 
@@ -387,7 +391,8 @@ class BlockProgram:
         self._issue(vec["MTE3"], "compute_p", t, r, "TSTORE x_exp →p_tile_fifo", st_waits,
                     self._gm(out_bytes, "ub_to_gm"), store, st_after, nbytes=out_bytes)
 
-    def gu(self, a: int, t: int) -> None:
+    def gu(self, a: int, t: int) -> Instr | None:
+        """GU(t) on AIV ``a``; after the last tile also the output store, which is returned."""
         vec, b = self.core.vec[a], self.block
         tiles = self.block.tiles
         hs = slice(a * self.half, (a + 1) * self.half)
@@ -419,6 +424,7 @@ class BlockProgram:
                 rows = slice(b.row0 + a * self.half, b.row0 + (a + 1) * self.half)
                 self.num.out[b.batch, b.head, rows] = self.running_o[a]
 
-            self._issue(vec["MTE3"], "compute_gu", t, 0, "TSTORE O", [("data", v, None)],
-                        self._gm(nbytes, "ub_to_gm"), write_out, nbytes=nbytes)
+            return self._issue(vec["MTE3"], "compute_gu", t, 0, "TSTORE O", [("data", v, None)],
+                               self._gm(nbytes, "ub_to_gm"), write_out, nbytes=nbytes)
+        return None
 

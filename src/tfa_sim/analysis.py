@@ -1,0 +1,159 @@
+"""Bottleneck analysis of a run: the task graph, its critical path, bubbles by cause, and plans.
+
+The task graph (networkx DAG) has one node per executed instruction group and
+an edge for every wait that released it — data hand-offs, slot releases,
+FIFO flags and credits (with the flag latency) — plus, per core, an edge
+from one block's end to the next block's first instructions (dispatch).
+Pipe order is *not* an edge: the graph says what must precede what, the pipes
+say what can run at once.  So the longest path equals the simulated makespan
+exactly when no instruction on it ever waited for its pipe, and is shorter
+when resources are the bound.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+from collections import defaultdict
+from typing import Any
+
+import networkx as nx
+
+#: Beyond this many instruction groups the graph analysis is skipped (and says so).
+MAX_GRAPH_NODES = 300_000
+SOURCE, SINK = "start", "end"
+
+
+def task_graph(events: list, launch: float, dispatch: float) -> nx.DiGraph:
+    """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``."""
+    g = nx.DiGraph()
+    g.add_node(SOURCE, dur=0.0, stage="launch", resource=None)
+    g.add_node(SINK, dur=0.0, stage="end", resource=None)
+    block_end: dict[str, Any] = {}  # core → (id of the last block's final instruction)
+    by_core_block: dict[tuple[str, int], list] = defaultdict(list)
+    for e in events:
+        by_core_block[(e.unit.split(".")[0], e.block)].append(e)
+    for e in events:
+        g.add_node(e.id, dur=e.end - e.start, stage=e.stage, resource=f"{e.unit}.{e.pipe}", start=e.start)
+        for pred, cause, lat, via in e.deps:
+            g.add_edge(pred, e.id, lat=lat, cause=cause, via=via)
+        g.add_edge(e.id, SINK, lat=0.0, cause="end", via="")
+    for (core, _block), evs in sorted(by_core_block.items(), key=lambda kv: min(e.id for e in kv[1])):
+        first = [e for e in evs if not e.deps]
+        prev = block_end.get(core)
+        for e in first:
+            if prev is None:
+                g.add_edge(SOURCE, e.id, lat=launch + dispatch, cause="launch", via="")
+            else:
+                g.add_edge(prev, e.id, lat=dispatch, cause="dispatch", via="")
+        block_end[core] = max(evs, key=lambda e: e.end).id
+    return g
+
+
+def longest_path(g: nx.DiGraph) -> tuple[float, list]:
+    """(length, nodes) of the longest SOURCE→SINK path; a node costs its duration, an edge its latency."""
+    dist: dict[Any, float] = {}
+    back: dict[Any, Any] = {}
+    for v in nx.topological_sort(g):
+        best, arg = 0.0, None
+        for u in g.predecessors(v):
+            cand = dist[u] + g.nodes[u]["dur"] + g.edges[u, v]["lat"]
+            if arg is None or cand > best:
+                best, arg = cand, u
+        dist[v], back[v] = best, arg
+    path = [SINK]
+    while back[path[-1]] is not None:
+        path.append(back[path[-1]])
+    return dist[SINK], path[::-1]
+
+
+def critical_path_report(events: list, launch: float, dispatch: float) -> dict[str, Any]:
+    """Critical path length, its share per stage (and sync/overhead), and the instructions on it."""
+    if len(events) > MAX_GRAPH_NODES:
+        return {"skipped": f"{len(events)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
+                           f"(fewer blocks or tiles) to get the critical path"}
+    g = task_graph(events, launch, dispatch)
+    length, path = longest_path(g)
+    share: dict[str, float] = defaultdict(float)
+    for u, v in zip(path, path[1:]):
+        share[g.nodes[u]["stage"] if u != SOURCE else "launch"] += g.nodes[u]["dur"]
+        edge = g.edges[u, v]
+        if edge["lat"]:
+            share["overhead" if edge["cause"] in ("launch", "dispatch") else "sync"] += edge["lat"]
+    share.pop("end", None)
+    return {"length_cycles": round(length, 3), "instructions": len(path) - 2,
+            "share": {k: round(v / length, 4) for k, v in sorted(share.items(), key=lambda kv: -kv[1]) if v},
+            "path": [u for u in path if u not in (SOURCE, SINK)]}
+
+
+def bubbles(pipes: list, total_cycles: float, top: int = 8) -> list[dict[str, Any]]:
+    """Stall time by pipe kind and cause, as a share of that kind's pipe-time; largest first."""
+    from tfa_sim.engine.report import pipe_kind
+
+    count: dict[str, int] = defaultdict(int)
+    waits: dict[tuple[str, str, str], float] = defaultdict(float)
+    for pipe in pipes:
+        kind = pipe_kind(pipe.full_name)
+        count[kind] += 1
+        for (_stage, cause, what), cycles in pipe.stall_by.items():
+            waits[(kind, cause, re.sub(r"\[aiv\d\]|^veccore\d\.", "", what))] += cycles
+    rows = []
+    for (kind, cause, what), cycles in waits.items():
+        frac = cycles / (count[kind] * total_cycles) if total_cycles else 0.0
+        rows.append({"pipe": kind, "cause": cause, "waiting_for": what, "fraction": round(frac, 4),
+                     "text": f"{kind} stalled {frac:.0%} of the time waiting for {_describe(cause, what)}"})
+    rows.sort(key=lambda r: -r["fraction"])
+    return [r for r in rows if r["fraction"] >= 0.005][:top]
+
+
+def _describe(cause: str, what: str) -> str:
+    if cause == "credit":
+        return f"a {what.split('.')[0].replace('_tile_fifo', '').upper()}-FIFO credit ({what})"
+    if cause == "slot":
+        return f"a free {what} slot"
+    if cause == "gm":
+        return "GM bandwidth"
+    return what if what.startswith("data") else f"{what} (data)"
+
+
+def plan(events: list, launch: float, dispatch: float, units: dict[str, int] | None) -> list[tuple[int, float, float]]:
+    """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
+    otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.
+    Ready tasks go to free servers by longest remaining path first.  Returns (id, start, end)."""
+    from tfa_sim.engine.report import pipe_kind
+
+    g = task_graph(events, launch, dispatch)
+    order = list(nx.topological_sort(g))
+    tail: dict[Any, float] = {}
+    for v in reversed(order):
+        tail[v] = g.nodes[v]["dur"] + max((g.edges[v, w]["lat"] + tail[w] for w in g.successors(v)), default=0.0)
+    ready_at: dict[Any, float] = defaultdict(float)
+    missing = {v: g.in_degree(v) for v in g}
+    out: list[tuple[int, float, float]] = []
+    free: dict[str, list[float]] = {}
+    heap: list[tuple[float, float, int, Any]] = []  # (ready time, -priority, seq, node)
+    seq = 0
+
+    def push(v: Any) -> None:
+        nonlocal seq
+        heapq.heappush(heap, (ready_at[v], -tail[v], seq, v))
+        seq += 1
+
+    push(SOURCE)
+    while heap:
+        t_ready, _prio, _seq, v = heapq.heappop(heap)
+        res = g.nodes[v]["resource"]
+        start = t_ready
+        if units is not None and res is not None:
+            servers = free.setdefault(res, [0.0] * units.get(pipe_kind(res), 1))
+            k = min(range(len(servers)), key=servers.__getitem__)
+            start = max(t_ready, servers[k])
+            servers[k] = start + g.nodes[v]["dur"]
+        end = start + g.nodes[v]["dur"]
+        if v not in (SOURCE, SINK):
+            out.append((v, start, end))
+        for w in g.successors(v):
+            ready_at[w] = max(ready_at[w], end + g.edges[v, w]["lat"])
+            missing[w] -= 1
+            if missing[w] == 0:
+                push(w)
+    return out

@@ -1,0 +1,274 @@
+"""``tfa-sim timeline``: Gantt charts of a run (SVG/PNG with matplotlib, interactive HTML with plotly).
+
+Lanes are grouped by core; one colour per stage (QK, P, PV, GU); bars carry
+their logical tile number; the time axis is in cycles (bottom) and µs (top);
+the makespan from ``summary.json`` is drawn and printed.  ``--by pipe`` gives
+one lane per pipe (MTE2, MTE1, M, FIX / MTE2, V, MTE3), ``--by stage`` one
+band per stage and unit as engineers draw them by hand, ``--by unit`` one
+lane per cube or vector core, QK/P in its upper and PV/GU in its lower half
+(the default beyond 4 cores, for 24-core runs).
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfa_sim.errors import InputError
+from tfa_sim.outputs import read_events, read_summary
+from tfa_sim.trace import PIPES, unit_kind, unit_order
+
+STAGES = {"compute_qk": ("QK", "#4C72B0"), "compute_p": ("P", "#DD8452"), "compute_pv": ("PV", "#55A868"),
+          "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C")}
+#: More bars than this in one HTML file make browsers crawl: narrow with --cores/--tiles.
+MAX_HTML_BARS = 60_000
+MAX_LABELS = 600
+MAX_ARROWS = 400
+
+
+@dataclass(frozen=True)
+class Bar:
+    lane: str
+    start: float
+    end: float
+    stage: str
+    tile: int
+    text: str  # hover / tooltip
+
+
+@dataclass
+class RunView:
+    """What one run contributes to a figure."""
+
+    name: str
+    summary: dict[str, Any]
+    lanes: list[str]
+    bars: list[Bar]
+    arrows: list[tuple[str, float, str, float]]  # (lane from, time, lane to, time)
+
+    @property
+    def clock_mhz(self) -> float:
+        return self.summary["clock_mhz"]
+
+    @property
+    def title(self) -> str:
+        c = self.summary["config"]
+        s, t = c["schedule"], c["tiling"]
+        return (f"{self.summary['case']} on {self.summary['hardware']} — qk_preload {s['qk_preload']}, "
+                f"cv_fifo_size {s['cv_fifo_size']}, period {s['cv_fifo_cons_sync_period']}, "
+                f"CUBE_S0 {t['cube_s0']} TILE_S1 {t['tile_s1']}")
+
+    @property
+    def makespan(self) -> str:
+        return (f"makespan {self.summary['total_cycles']:.0f} cycles = {self.summary['time_us']:.2f} µs")
+
+
+def parse_cores(text: str | None) -> set[int] | None:
+    """``0,2,5-7`` → {0, 2, 5, 6, 7}."""
+    if not text:
+        return None
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise InputError(f"--cores {text!r}: expected core numbers like 0,2,5-7") from None
+    return out
+
+
+def parse_tiles(text: str | None) -> tuple[int, int] | None:
+    """``a:b`` → logical tiles a ≤ t < b (either side may be empty)."""
+    if not text:
+        return None
+    lo, sep, hi = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(lo or 0), int(hi) if hi else 1 << 30
+    except ValueError:
+        raise InputError(f"--tiles {text!r}: expected a:b, e.g. --tiles 0:8") from None
+
+
+def load_view(run_dir: str | Path, by: str | None, cores: set[int] | None, tiles: tuple[int, int] | None,
+              arrows: bool = False) -> RunView:
+    run_dir = Path(run_dir)
+    return make_view(run_dir.name, read_summary(run_dir), read_events(run_dir / "events.csv"), by, cores, tiles,
+                     arrows)
+
+
+def make_view(name: str, summary: dict[str, Any], events: list, by: str | None = None,
+              cores: set[int] | None = None, tiles: tuple[int, int] | None = None, arrows: bool = False) -> RunView:
+    """Select, lay out and label one run's events."""
+    events = [e for e in events if (cores is None or int(e.unit.split(".")[0][4:]) in cores)
+              and (tiles is None or tiles[0] <= e.tile < tiles[1])]
+    if not events:
+        raise InputError(f"{name}: no instructions left after --cores/--tiles; widen the selection")
+    shown = {e.unit.split(".")[0] for e in events}
+    by = by or ("pipe" if len(shown) <= 4 else "unit")
+    lanes, bars = _lanes_and_bars(events, by)
+    flows = _arrows(events, by) if arrows else []
+    return RunView(name, summary, lanes, bars, flows)
+
+
+def planned(view_summary: dict[str, Any], events: list, schedule: list[tuple[int, float, float]]) -> tuple:
+    """Events moved to a plan's times, and a summary whose makespan is the plan's."""
+    times = {i: (a, b) for i, a, b in schedule}
+    moved = [e._replace(start=times[e.id][0], end=times[e.id][1]) for e in events]
+    end = max(b for _, _, b in schedule)
+    return {**view_summary, "total_cycles": end, "time_us": end / view_summary["clock_mhz"]}, moved
+
+
+def _lane(e: Any, by: str) -> str:
+    if by == "pipe":
+        return f"{e.unit} {e.pipe}"
+    if by == "stage":
+        return f"{e.unit} {STAGES[e.stage][0]}"
+    return e.unit
+
+
+def _lanes_and_bars(events: list, by: str) -> tuple[list[str], list[Bar]]:
+    if by not in ("pipe", "stage", "unit"):
+        raise InputError(f"--by {by!r}: use pipe, stage or unit")
+    units = sorted({e.unit for e in events}, key=unit_order)
+    if by == "pipe":
+        lanes = [f"{u} {p}" for u in units for p in PIPES[unit_kind(u)]]
+    elif by == "stage":
+        per_unit = {"cube": ("QK", "PV", "end"), "vec": ("P", "GU", "end")}
+        present = {_lane(e, by) for e in events}
+        lanes = [f"{u} {s}" for u in units for s in per_unit[unit_kind(u)] if f"{u} {s}" in present]
+    else:
+        lanes = units
+    if by == "pipe":
+        bars = [Bar(_lane(e, by), e.start, e.end, e.stage, e.tile,
+                    f"{e.kind}<br>{e.stage} block {e.block} tile {e.tile} #{e.sub}<br>"
+                    f"{e.start:.0f}–{e.end:.0f} ({e.end - e.start:.0f} cycles) {e.nbytes} B")
+                for e in events if e.end > e.start]
+        return lanes, bars
+    spans: dict[tuple, list[float]] = {}
+    for e in events:  # one bar per (lane, stage, block, tile): first start to last end
+        if e.end <= e.start:
+            continue
+        key = (_lane(e, by), e.stage, e.block, e.tile)
+        span = spans.setdefault(key, [e.start, e.end])
+        span[0], span[1] = min(span[0], e.start), max(span[1], e.end)
+    bars = [Bar(lane, lo, hi, stage, tile, f"{stage} block {block} tile {tile}<br>{lo:.0f}–{hi:.0f} "
+                f"({hi - lo:.0f} cycles)") for (lane, stage, block, tile), (lo, hi) in spans.items()]
+    return lanes, bars
+
+
+def _arrows(events: list, by: str) -> list[tuple[str, float, str, float]]:
+    """FIFO hand-offs between units: from the producer's end to the consumer's start."""
+    by_id = {e.id: e for e in events}
+    out = []
+    for e in events:
+        for pred_id, _cause, lat, via in e.deps:
+            p = by_id.get(pred_id)
+            if p is not None and via and p.unit != e.unit:
+                out.append((_lane(p, by), p.end, _lane(e, by), p.end + lat))
+    return out
+
+
+def render(views: list[RunView], out: Path, arrows: bool = False) -> None:
+    """Write ``out`` (.svg, .png or .html) with the runs stacked on one time axis."""
+    suffix = out.suffix.lower()
+    if suffix not in (".svg", ".png", ".html"):
+        raise InputError(f"-o {out}: use a .svg, .png or .html file name")
+    tmp = out.with_name(f".{out.stem}.partial{suffix}")
+    if suffix == ".html":
+        _render_html(views, tmp)
+    else:
+        _render_matplotlib(views, tmp, arrows)
+    os.replace(tmp, out)
+
+
+def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    heights = [max(2.0, 0.28 * len(v.lanes) + 1.2) for v in views]
+    fig, axes = plt.subplots(len(views), 1, figsize=(16, sum(heights) + 0.6), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    end = max(max(b.end for b in v.bars) for v in views)
+    begin = min(min(b.start for b in v.bars) for v in views)  # the launch overhead before it is not drawn
+    for ax, view in zip(axes[:, 0], views):
+        _draw(ax, view, begin, end, arrows)
+    axes[-1, 0].set_xlabel("cycles")
+    clock = views[0].clock_mhz
+    top = axes[0, 0].secondary_xaxis("top", functions=(lambda c: c / clock, lambda u: u * clock))
+    top.set_xlabel(f"µs at {clock:.0f} MHz")
+    handles = [Patch(color=colour, label=name) for name, colour in STAGES.values()]
+    fig.legend(handles=handles, loc="upper right", ncol=len(handles), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _draw(ax: Any, view: RunView, begin: float, end: float, arrows: bool) -> None:
+    row = {lane: i for i, lane in enumerate(view.lanes)}
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for b in view.bars:
+        groups[(b.lane, b.stage)].append((b.start, b.end - b.start))
+    many = len(view.bars) > 20_000
+    per_unit = all(" " not in lane for lane in view.lanes)  # --by unit: QK/P on top, PV/GU below
+    for (lane, stage), spans in groups.items():
+        y, h = row[lane] - 0.4, 0.8
+        if per_unit:
+            y, h = (row[lane] - 0.4, 0.4) if stage in ("compute_qk", "compute_p") else (row[lane], 0.4)
+        ax.broken_barh(spans, (y, h), facecolors=STAGES[stage][1], edgecolor="white",
+                       linewidth=0.3 if len(view.bars) < 2000 else 0, rasterized=many)
+    if len(view.bars) <= MAX_LABELS:
+        min_width = (end - begin) * 0.012
+        for b in view.bars:
+            if b.end - b.start >= min_width:
+                ax.text((b.start + b.end) / 2, row[b.lane], str(b.tile), ha="center", va="center",
+                        fontsize=7, color="white")
+    if arrows and len(view.arrows) <= MAX_ARROWS:
+        for lane_a, t_a, lane_b, t_b in view.arrows:
+            ax.annotate("", xy=(t_b, row[lane_b]), xytext=(t_a, row[lane_a]),
+                        arrowprops={"arrowstyle": "->", "color": "#444444", "lw": 0.6, "alpha": 0.6})
+    ax.set_yticks(range(len(view.lanes)), view.lanes, fontsize=7)
+    ax.set_ylim(len(view.lanes) - 0.5, -0.5)
+    margin = (end - begin) * 0.02
+    ax.set_xlim(begin - margin, end + margin)
+    if view.summary["total_cycles"] <= end + margin:
+        ax.axvline(view.summary["total_cycles"], color="black", lw=1, ls="--")
+    first = min(b.start for b in view.bars)
+    ax.set_title(f"{view.title}\n{view.makespan}; first instruction at cycle {first:.0f} (launch and dispatch "
+                 f"before it not drawn)", fontsize=9, loc="left")
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _render_html(views: list[RunView], out: Path) -> None:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    total = sum(len(v.bars) for v in views)
+    if total > MAX_HTML_BARS:
+        raise InputError(f"{total} bars are too many for an interactive page (limit {MAX_HTML_BARS}); narrow "
+                         f"with --cores 0-1 or --tiles 0:16, or write .png/.svg")
+    fig = make_subplots(rows=len(views), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[f"{v.title}<br>{v.makespan}" for v in views],
+                        row_heights=[len(v.lanes) for v in views])
+    for r, view in enumerate(views, start=1):
+        for stage, (short, colour) in STAGES.items():
+            bars = [b for b in view.bars if b.stage == stage]
+            if not bars:
+                continue
+            fig.add_trace(go.Bar(orientation="h", y=[b.lane for b in bars], x=[b.end - b.start for b in bars],
+                                 base=[b.start for b in bars], marker_color=colour, name=short,
+                                 legendgroup=short, showlegend=r == 1, text=[str(b.tile) for b in bars],
+                                 textposition="inside", insidetextanchor="middle",
+                                 hovertext=[b.text for b in bars], hoverinfo="text"), row=r, col=1)
+        fig.add_vline(x=view.summary["total_cycles"], line_dash="dash", row=r, col=1)
+        fig.update_yaxes(categoryorder="array", categoryarray=view.lanes[::-1], row=r, col=1)
+    fig.update_xaxes(title_text="cycles", row=len(views), col=1)
+    fig.update_layout(barmode="overlay", height=180 + 22 * sum(len(v.lanes) for v in views),
+                      title=f"tfa-sim timeline ({views[0].clock_mhz:.0f} MHz: µs = cycles / "
+                            f"{views[0].clock_mhz:.0f})", dragmode="zoom")
+    fig.write_html(str(out), include_plotlyjs=True, full_html=True)
