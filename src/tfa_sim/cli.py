@@ -23,6 +23,11 @@ def _config_from(args: argparse.Namespace) -> Config:
     overrides = list(args.overrides)
     if getattr(args, "no_numerics", False):
         overrides.append("numerics.enabled=false")
+    if getattr(args, "intermediate_check", False):
+        overrides.append("numerics.intermediate_check=true")
+    for flag in ("blocks", "tiles"):
+        if getattr(args, flag, None):
+            overrides.append(f'numerics.dump_{flag}="{getattr(args, flag)}"')
     if args.hw:
         is_file = args.hw.endswith(".toml") or Path(args.hw).exists()
         overrides.append(f'hardware.{"file" if is_file else "preset"}="{args.hw}"')
@@ -73,6 +78,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(report)
     print(f"wrote {out}/report.txt, calibration.json and fitted presets: {', '.join(str(p) for p in written)}")
     return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tfa_sim.check import check_run, format_report
+
+    stages = [s for item in args.stage or [] for s in item.split(",") if s]
+    report = check_run(Path(args.run_dir), Path(args.golden) if args.golden else None, args.eps, args.atol,
+                       args.rtol, stages)
+    print(format_report(report))
+    print(f"wrote {Path(args.run_dir) / 'check.json'}")
+    return 0 if report["passed"] else 1
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
@@ -133,13 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", help="directory with q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin (fp16)")
     p.add_argument("--out", help="run directory (default: a new runs/<case>-<time>)")
     p.add_argument("--no-numerics", action="store_true", help="timing only: skip the arithmetic")
-    p.add_argument("--no-event-log", action="store_true", help="do not write events.csv (large runs)")
+    p.add_argument("--no-event-log", action="store_true", help="do not write events.csv, trace.json (large runs)")
+    p.add_argument("--intermediate-check", action="store_true",
+                   help="dump every stage's output per block and tile to RUN/dumps/ (then: tfa-sim check RUN)")
+    p.add_argument("--blocks", help="with --intermediate-check: dump only blocks a:b")
+    p.add_argument("--tiles", help="with --intermediate-check: dump only logical tiles a:b")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("gen-data", help="write a case's reference inputs and golden as the kernel's .bin files")
     p.add_argument("case_or_config", help="reference case name or config file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", required=True, help="directory to write")
     p.set_defaults(func=cmd_gen_data)
+    p = sub.add_parser("check", help="compare a run's intermediate dumps with the model or a golden directory")
+    p.add_argument("run_dir")
+    p.add_argument("--golden", help="directory of raw .bin files in the reference generator's layout")
+    p.add_argument("--eps", type=float, default=1e-3, help="the kernel rule's eps (default 1e-3; exp_max 1e-2)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default eps)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default eps)")
+    p.add_argument("--stage", action="append", help="only these stages or dumps, e.g. compute_p or qk,pv")
+    p.set_defaults(func=cmd_check)
     p = sub.add_parser("timeline", help="Gantt chart of a run (.svg/.png/.html); --compare stacks runs")
     p.add_argument("run_dirs", nargs="*", help="run directory (from tfa-sim run --out)")
     p.add_argument("--compare", nargs="+", metavar="RUN", help="stack these runs on one time axis")

@@ -32,22 +32,24 @@ class Comparison:
         return asdict(self)
 
 
-def element_failures(got: np.ndarray, expected: np.ndarray, eps: float = EPS) -> np.ndarray:
-    """Boolean array: True where an element fails the rule."""
+def element_failures(got: np.ndarray, expected: np.ndarray, eps: float = EPS, atol: float | None = None,
+                     rtol: float | None = None) -> np.ndarray:
+    """Boolean array: True where an element fails the rule (``atol``/``rtol`` default to ``eps``)."""
     g = np.asarray(got, np.float64)
     e = np.asarray(expected, np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = np.abs(g - e)
         rel = diff / np.abs(e)
-        bad = (diff > eps) & (rel > eps)
+        bad = (diff > (eps if atol is None else atol)) & (rel > (eps if rtol is None else rtol))
     return bad | (np.isnan(g) != np.isnan(e))
 
 
-def compare(got: np.ndarray, expected: np.ndarray, eps: float = EPS) -> Comparison:
-    """Apply the rule to two same-shape tensors."""
+def compare(got: np.ndarray, expected: np.ndarray, eps: float = EPS, atol: float | None = None,
+            rtol: float | None = None) -> Comparison:
+    """Apply the rule to two same-shape tensors (the failure budget is floor(N·eps))."""
     if got.shape != expected.shape:
         raise ValueError(f"shape mismatch: got {got.shape}, expected {expected.shape}")
-    bad = element_failures(got, expected, eps)
+    bad = element_failures(got, expected, eps, atol, rtol)
     g = np.asarray(got, np.float64).ravel()
     e = np.asarray(expected, np.float64).ravel()
     n = g.size
@@ -65,3 +67,27 @@ def compare(got: np.ndarray, expected: np.ndarray, eps: float = EPS) -> Comparis
         max_rel_err=float(rel[finite].max()) if finite.any() else 0.0,
         first_failure=int(np.flatnonzero(bad.ravel())[0]) if failures else None,
     )
+
+
+def ulp_distance(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Units in the last place between same-dtype fp16/fp32 arrays (0 = bit-identical; NaNs count as 0
+    when both are NaN)."""
+    bits = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int32}[got.dtype]
+    def ordered(a: np.ndarray) -> np.ndarray:
+        i = a.view(bits).astype(np.int64)
+        return np.where(i < 0, np.iinfo(bits).min - i, i)  # monotone in the float value, ±0 adjacent
+    d = np.abs(ordered(got) - ordered(expected.astype(got.dtype, copy=False)))
+    return np.where(np.isnan(got) & np.isnan(expected), 0, d)
+
+
+ULP_BINS = ((0, 0), (1, 1), (2, 3), (4, 15), (16, 255), (256, None))
+
+
+def ulp_histogram(ulps: np.ndarray) -> dict[str, int]:
+    """Counts of elements per ULP-distance bin: 0, 1, 2-3, 4-15, 16-255, ≥256."""
+    out = {}
+    for lo, hi in ULP_BINS:
+        label = str(lo) if lo == hi else (f"{lo}-{hi}" if hi else f">={lo}")
+        out[label] = int(np.count_nonzero((ulps >= lo) & (ulps <= hi))) if hi is not None else int(
+            np.count_nonzero(ulps >= lo))
+    return out

@@ -76,6 +76,10 @@ class NumericsConfig:
     """Which backend executes the stage kernels and with which exp model."""
 
     enabled: bool = True  # false: timing only, no arithmetic (fast exploration of large shapes)
+    intermediate_check: bool = False  # dump every stage's output per block and tile to RUN/dumps/
+    dump_blocks: str = ""  # "a:b" — dump only blocks a ≤ b < b (empty: all)
+    dump_tiles: str = ""  # "a:b" — dump only logical tiles a ≤ t < b (empty: all)
+    dump_limit_gib: float = 2.0  # refuse to write more dump data than this
     backend: str = "native"  # numpy | native
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed
@@ -131,6 +135,9 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise InputError(f"config error: {where} = {value!r} must be true or false")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"config error: {where} = {value!r} must be a number (e.g. {key} = {default})")
     elif isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"config error: {where} = {value!r} must be an integer (e.g. {key} = {default})")

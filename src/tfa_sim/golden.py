@@ -50,6 +50,7 @@ class KernelGolden:
     p_fp32: np.ndarray
     pv_tile_fifo: list[np.ndarray]
     exp_max_part: list[np.ndarray]
+    global_max_part: list[np.ndarray]
     global_sum_part: list[np.ndarray]
     o_part: list[np.ndarray]
     o: np.ndarray
@@ -61,7 +62,8 @@ class KernelGolden:
         for name, a in singles.items():
             np.ascontiguousarray(a).tofile(directory / f"{name}.bin")
         for prefix, parts in (("pv_tile_fifo", self.pv_tile_fifo), ("exp_max_part", self.exp_max_part),
-                              ("global_sum_part", self.global_sum_part), ("o_part", self.o_part)):
+                              ("global_max_part", self.global_max_part), ("global_sum_part", self.global_sum_part),
+                              ("o_part", self.o_part)):
             for t, a in enumerate(parts):
                 np.ascontiguousarray(a).tofile(directory / f"{prefix}{t}.bin")
 
@@ -76,7 +78,7 @@ def kernel_golden(inputs: Inputs, config: Config) -> KernelGolden:
     qk = np.matmul(q32, np.swapaxes(k32, -1, -2))
     p = np.empty(qk.shape, np.float16)
     p_fp32 = np.empty_like(qk)
-    pv_parts, em_parts, sum_parts, o_parts = [], [], [], []
+    pv_parts, em_parts, max_parts, sum_parts, o_parts = [], [], [], [], []
     m = l = o = None
     for t in range(c.s1 // tile):
         cols = slice(t * tile, (t + 1) * tile)
@@ -99,8 +101,9 @@ def kernel_golden(inputs: Inputs, config: Config) -> KernelGolden:
         o = pv if o is None else em[..., None] * o + pv
         pv_parts.append(pv)
         em_parts.append(em)
+        max_parts.append(m)
         sum_parts.append(l)
         o_parts.append(o)
     o_final = (o / l[..., None]).astype(F32)
     o_parts[-1] = o_final
-    return KernelGolden(qk, p, p_fp32, pv_parts, em_parts, sum_parts, o_parts, o_final)
+    return KernelGolden(qk, p, p_fp32, pv_parts, em_parts, max_parts, sum_parts, o_parts, o_final)

@@ -12,6 +12,7 @@ import numpy as np
 from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
 from tfa_sim.config import Config
+from tfa_sim.dumps import DumpRecorder, check_size, write_dumps
 from tfa_sim.engine.chip import simulate
 from tfa_sim.engine.program import Numerics
 from tfa_sim.engine.report import format_timing, timing_summary
@@ -63,14 +64,20 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     hw = load_hardware(config.hardware)
     numerics = None
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
+    recorder = None
     if config.numerics.enabled:
         inputs, source = get_inputs(config, inputs_dir)
         backend = get_backend(config.numerics.backend, config.numerics.exp_model)
+        if config.numerics.intermediate_check:
+            size = check_size(config)
+            print(f"tfa-sim run: intermediate dumps will take {size / 2 ** 20:.1f} MiB", flush=True)
+            recorder = DumpRecorder(config)
         c = config.case
-        numerics = Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32))
+        numerics = Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32), recorder)
         summary.update(backend=backend.name, exp_model=config.numerics.exp_model, inputs=source)
-    elif inputs_dir:
-        raise InputError("--inputs needs numerics: drop --no-numerics (numerics.enabled=false) or --inputs")
+    elif inputs_dir or config.numerics.intermediate_check:
+        raise InputError("--inputs and --intermediate-check need numerics: drop --no-numerics "
+                         "(numerics.enabled=false)")
     sim = simulate(config, hw, numerics, log_events=event_log)
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dict(hw.params["overhead"])
@@ -93,6 +100,9 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
                 "total_cycles": summary["total_cycles"], "time_us": summary["time_us"]}
         write_trace(path / "trace.json", build_trace(sim.stats.events, collect_counters(sim.stats.pools),
                                                      hw.clock_mhz, meta))
+    if recorder is not None:
+        summary["dumps"] = {"dir": "dumps", "bytes": write_dumps(path, recorder, config),
+                            "tiles": len(recorder.done)}
     write_json(path / "summary.json", summary)
     if sim.stats.events is not None and len(sim.stats.events) <= TIMELINE_MAX_EVENTS:
         from tfa_sim.timeline import make_view, render
@@ -134,7 +144,7 @@ def format_summary(result: RunResult) -> str:
         verdict = "PASS" if result.passed else "FAIL"
         lines.append(f"  golden (fp64, kernel rule eps=1e-3): {verdict}  failures {g['failures']}/"
                      f"{g['allowed_failures']} allowed  max abs {g['max_abs_err']:.3g}  max rel {g['max_rel_err']:.3g}")
-    files = ["summary.json"] + [f for f in ("o.npy", "events.csv", "trace.json", "timeline.svg")
+    files = ["summary.json"] + [f for f in ("o.npy", "events.csv", "trace.json", "timeline.svg", "dumps/")
                                 if (result.out_dir / f).exists()]
     lines.append(f"  wrote {result.out_dir}/ ({', '.join(files)})")
     if (result.out_dir / "events.csv").exists() and not (result.out_dir / "timeline.svg").exists():

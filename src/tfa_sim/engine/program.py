@@ -22,6 +22,7 @@ from tfa_sim.buffers.capacity import FP16, FP32, cube_k
 from tfa_sim.buffers.slots import Flag, GmFifo, HazardError, PingPong, Ring
 from tfa_sim.config import Config
 from tfa_sim.costs import Costs
+from tfa_sim.dumps import DumpRecorder
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe
 from tfa_sim.functional import softmax_scale
@@ -52,11 +53,12 @@ class Core:
 
 @dataclass
 class Numerics:
-    """What the actions compute with: backend, inputs and the output being filled."""
+    """What the actions compute with: backend, inputs, the output being filled, optional dumps."""
 
     backend: Backend
     inputs: Inputs
     out: np.ndarray
+    dumps: DumpRecorder | None = None
 
 
 class BlockProgram:
@@ -146,6 +148,11 @@ class BlockProgram:
         self.running_o = self.m = self.l = [None, None]
 
     # ---- helpers -------------------------------------------------------------------------------
+    def _dump(self, name: str, t: int, row0: int, rows: np.ndarray, ins: Instr, slot: int | None = None) -> None:
+        """Hand rows of a finished tile to the intermediate-check recorder (if dumping)."""
+        if self.num.dumps is not None:
+            self.num.dumps.put(name, self.block.index, t, row0, rows, ins, slot)
+
     def _gm(self, nbytes: int, path: str) -> GmMove:
         return GmMove(nbytes, self.costs.move[path])
 
@@ -231,6 +238,8 @@ class BlockProgram:
             # a skipped sub-tile (above the causal diagonal) is defined as +0, see stages.compute_qk
             src = self.l0c.data[mm.slots["c"]] if active else 0.0
             self.qk_fifo.data[slot][:, s * self.cube_s1:(s + 1) * self.cube_s1] = src
+            if s == self.kf - 1:
+                self._dump("qk_fifo", t, 0, self.qk_fifo.data[slot], ins, slot)
 
         after = [lambda ins: [self.qk_fifo.claim(a, t, ins.label) for a in range(2)]] if s == 0 else []
         if active:
@@ -308,6 +317,7 @@ class BlockProgram:
             p_tile = np.concatenate([p for p, _ in parts], axis=1)
             v_tile = np.concatenate([v for _, v in parts], axis=0)
             self.pv_fifo.data[t % self.pv_fifo.depth] = compute_pv(self.num.backend, b, p_tile, v_tile, t)
+            self._dump("pv_fifo", t, 0, self.pv_fifo.data[t % self.pv_fifo.depth], ins, t % self.pv_fifo.depth)
 
         self._issue(cube["FIX"], "compute_pv", t, self.kf - 1, "FIXPIPE →pv_tile_fifo", waits,
                     self._gm(nbytes, "l0c_to_gm"), store,
@@ -365,6 +375,9 @@ class BlockProgram:
             self.ring[a].data[t % self.ring[a].count][rows] = res.l1_exp_max
             self.m[a][rows] = res.m2_global_max
             self.l[a][rows] = res.l2_global_sum
+            self._dump("exp_max", t, row0, res.l1_exp_max, ins, t % self.ring[a].count)
+            self._dump("global_max", t, row0, res.m2_global_max, ins)
+            self._dump("global_sum", t, row0, res.l2_global_sum, ins)
 
         v_after: list = [lambda ins: self.ub_src[a].release(ld.slots["src"], ins)]
         if r == 0:  # the tile's first slice claims its l1_exp_max ring slot (no flag guards it)
@@ -383,6 +396,7 @@ class BlockProgram:
             if self.p_fifo.data[slot] is None or self.p_fifo.data[slot].shape[1] != self.tile_s1:
                 self.p_fifo.data[slot] = np.empty((self.cube_s0, self.tile_s1), np.float16)
             self.p_fifo.data[slot][row0:row0 + self.vec_s0] = self.ub_x_exp[a].data[v.slots["x"]]
+            self._dump("p_fifo", t, row0, self.ub_x_exp[a].data[v.slots["x"]], ins, slot)
 
         st_after: list = [lambda ins: self.p_fifo.claim(a, t, ins.label)] if r == 0 else []
         st_after.append(lambda ins: self.ub_x_exp[a].release(v.slots["x"], ins))
@@ -414,6 +428,7 @@ class BlockProgram:
                                            self.ub_src[a].data[ld.slots["src"]], exp_max)
             if last:
                 self.running_o[a] = finalize(self.num.backend, self.running_o[a], self.l[a])
+            self._dump("o_part", t, a * self.half, self.running_o[a], ins)
 
         v = self._issue(vec["V"], "compute_gu", t, 0, "VEC update", [("data", ld, None)],
                         self.costs.compute_gu(self.half, self.head, t == 0, last), update,

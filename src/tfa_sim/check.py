@@ -1,0 +1,251 @@
+"""``tfa-sim check``: a run's intermediate dumps against a reference, stage by stage and tile by tile.
+
+References:
+
+* default — the model: tfa-sim's own numerics recomputed from the run's inputs
+  (``functional.run_functional``).  A tfa-sim run must match it to the bit, so
+  any ULP difference fails, and the kernel's rule is reported too;
+* ``--golden DIR`` — a directory of raw ``.bin`` files in the reference
+  generator's layout (``tfa-sim gen-data`` writes one; hardware dumps laid out
+  the same way work too): the kernel's rule (KERNEL.md §5, eps 1e-3, 1e-2 for
+  exp_max) decides, and the ULP histogram says how far apart the two are.
+
+Every dump gets max abs/rel error and a ULP-distance histogram; the report is
+a per-stage, per-tile PASS/FAIL table and the first divergence in data-flow
+order (tile by tile: QK, x_exp, exp_max, running max, running sum, PV,
+running O), with its element, values, ULPs and timeline event.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfa_sim.backends import get_backend
+from tfa_sim.blocks import make_blocks
+from tfa_sim.compare import EPS, EPS_EXP_MAX, compare, element_failures, ulp_distance, ulp_histogram
+from tfa_sim.config import Config, build_config
+from tfa_sim.dumps import DUMPS
+from tfa_sim.errors import InputError
+from tfa_sim.functional import run_functional
+from tfa_sim.inputs import generate_inputs, load_inputs
+from tfa_sim.outputs import read_summary, write_json
+
+ORDER = list(DUMPS)  # data-flow order within a tile
+ALIASES = {"qk": "qk_fifo", "x_exp": "p_fifo", "p": "p_fifo", "pv": "pv_fifo", "o": "o_part",
+           "l1_exp_max": "exp_max", "m2_global_max": "global_max", "l2_global_sum": "global_sum"}
+
+
+@dataclass
+class Result:
+    name: str
+    block: int
+    tile: int
+    passed: bool
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def run_config(summary: dict[str, Any]) -> Config:
+    cfg = {k: dict(v) for k, v in summary["config"].items()}
+    return build_config(cfg)
+
+
+def run_inputs(summary: dict[str, Any], config: Config):
+    source = summary.get("inputs", "")
+    if source.startswith("generated"):
+        return generate_inputs(config)
+    return load_inputs(source, config)
+
+
+def model_reference(config: Config, summary: dict[str, Any]):
+    """The model's value of a dump: get(name, block, tile) → array."""
+    backend = get_backend(summary.get("backend", config.numerics.backend), config.numerics.exp_model)
+    o, rec = run_functional(backend, config, run_inputs(summary, config), record=True)
+    t = config.tiling
+
+    def get(name: str, block: Any, tile: int) -> np.ndarray:
+        idx = (block.batch, block.head)
+        rows = slice(block.row0, block.row0 + t.cube_s0)
+        cols = slice(tile * t.tile_s1, (tile + 1) * t.tile_s1)
+        if name == "qk_fifo":
+            return rec.qk[idx][rows, cols]
+        if name == "p_fifo":
+            return rec.x_exp[idx][rows, cols]
+        if name == "o_part" and tile == block.tiles - 1:
+            return o[idx][rows]  # after the last tile the dump holds the normalised output
+        table = {"exp_max": rec.l1_exp_max, "global_max": rec.m2_global_max, "global_sum": rec.l2_global_sum,
+                 "pv_fifo": rec.pv, "o_part": rec.running_o}
+        return table[name][idx][tile, rows]
+
+    return get
+
+
+def golden_reference(config: Config, directory: Path):
+    """Slices of the reference generator's raw files, read once each with the shapes this config implies."""
+    c, t = config.case, config.tiling
+    lead = (c.batch, c.heads) if (c.batch, c.heads) != (1, 1) else ()
+    cache: dict[str, np.ndarray | str] = {}
+
+    def load(fname: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray | str:
+        if fname not in cache:
+            path = directory / fname
+            want = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            if not path.is_file():
+                cache[fname] = f"golden file {fname} missing"
+            elif path.stat().st_size != want:
+                cache[fname] = (f"golden {fname} has {path.stat().st_size} bytes, expected {want} "
+                                f"({np.dtype(dtype).name} {shape}): shape or dtype mismatch")
+            else:
+                cache[fname] = np.fromfile(path, dtype=dtype).reshape(lead + shape if lead else shape)
+        return cache[fname]
+
+    def get(name: str, block: Any, tile: int) -> np.ndarray | str:
+        _stage, dtype, kind, prefix = DUMPS[name]
+        if kind == "tile":
+            arr = load(f"{prefix}.bin", dtype, (c.s0, c.s1))
+        else:
+            arr = load(f"{prefix}{tile}.bin", dtype, (c.s0,) if kind == "rows" else (c.s0, c.head))
+        if isinstance(arr, str):
+            return arr
+        if lead:
+            arr = arr[block.batch, block.head]
+        rows = slice(block.row0, block.row0 + t.cube_s0)
+        if kind == "tile":
+            return arr[rows, tile * t.tile_s1:(tile + 1) * t.tile_s1]
+        return arr[rows]
+
+    return get
+
+
+def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol: float | None = None,
+              rtol: float | None = None, stages: list[str] | None = None) -> dict[str, Any]:
+    """Compare every dump of ``run_dir``; returns the report (also written to check.json)."""
+    summary = read_summary(run_dir)
+    manifest_path = run_dir / "dumps" / "manifest.json"
+    if not manifest_path.is_file():
+        raise InputError(f"{run_dir} has no dumps: run with --intermediate-check first")
+    manifest = [m for m in json.loads(manifest_path.read_text()) if m["block"] is not None
+                and m["file"].endswith(".npy")]
+    config = run_config(summary)
+    wanted = _stage_filter(stages)
+    blocks = {b.index: b for b in make_blocks(config)}
+    if golden is not None and not Path(golden).is_dir():
+        raise InputError(f"--golden {golden} is not a directory")
+    reference = golden_reference(config, Path(golden)) if golden else model_reference(config, summary)
+    bit_exact = golden is None
+    results: list[Result] = []
+    for m in sorted(manifest, key=lambda m: (m["tile"], ORDER.index(m["name"]), m["block"])):
+        if m["name"] not in wanted:
+            continue
+        block = blocks[m["block"]]
+        got = np.load(run_dir / "dumps" / m["file"], allow_pickle=False)
+        exp = reference(m["name"], block, m["tile"])
+        results.append(_compare_one(m, got, exp, block, bit_exact, eps, atol, rtol))
+    if not results:
+        raise InputError(f"{run_dir}: no dumps match --stage {','.join(stages or [])}")
+    report = _report(results, summary, golden, bit_exact, eps)
+    write_json(run_dir / "check.json", report)
+    return report
+
+
+def _stage_filter(stages: list[str] | None) -> set[str]:
+    if not stages:
+        return set(DUMPS)
+    out = set()
+    for s in stages:
+        name = ALIASES.get(s, s)
+        hit = {n for n, (stage, *_rest) in DUMPS.items() if name in (n, stage)}
+        if not hit:
+            raise InputError(f"--stage {s!r}: use a stage (compute_qk, compute_p, compute_pv, compute_gu) or a "
+                             f"dump ({', '.join(DUMPS)})")
+        out |= hit
+    return out
+
+
+def _compare_one(m: dict, got: np.ndarray, exp: np.ndarray | str, block: Any, bit_exact: bool, eps: float,
+                 atol: float | None, rtol: float | None) -> Result:
+    name, tile = m["name"], m["tile"]
+    base = {"file": m["file"], "event": m["event"], "slot": m["slot"]}
+    if isinstance(exp, str):
+        return Result(name, block.index, tile, False, {**base, "error": exp})
+    if got.shape != exp.shape or got.dtype != exp.dtype:
+        return Result(name, block.index, tile, False, {**base, "error": (
+            f"shape/dtype mismatch: dump {got.dtype.name} {got.shape}, reference {exp.dtype.name} {exp.shape}")})
+    if name == "qk_fifo" and not bit_exact:  # skipped causal sub-tiles hold +0 by definition, not scores
+        cols = block.active_cols(tile)
+        got, exp = got[:, :cols], exp[:, :cols]
+    e = EPS_EXP_MAX if name == "exp_max" else eps
+    rule = compare(got, exp, e, atol, rtol)
+    ulps = ulp_distance(got, exp)
+    failing = element_failures(got, exp, e, atol, rtol)
+    if bit_exact:
+        failing = failing | (ulps > 0)
+    passed = rule.passed and not (bit_exact and ulps.any())
+    detail = {**base, "rule": rule.to_dict(), "max_ulp": int(ulps.max()) if ulps.size else 0,
+              "ulp_histogram": ulp_histogram(ulps)}
+    if not passed and failing.any():
+        first = tuple(int(i) for i in np.argwhere(failing)[0])
+        detail["first"] = {"element": list(first), "expected": float(exp[first]), "got": float(got[first]),
+                           "ulps": int(ulps[first])}
+    return Result(name, block.index, tile, passed, detail)
+
+
+def _report(results: list[Result], summary: dict, golden: Path | None, bit_exact: bool, eps: float) -> dict:
+    per_stage: dict[str, dict[str, Any]] = {}
+    for r in results:
+        s = per_stage.setdefault(r.name, {"stage": DUMPS[r.name][0], "tiles": {}, "max_abs_err": 0.0,
+                                          "max_rel_err": 0.0, "max_ulp": 0, "ulp_histogram": {}})
+        s["tiles"].setdefault(str(r.tile), True)
+        s["tiles"][str(r.tile)] &= r.passed
+        if "rule" in r.detail:
+            s["max_abs_err"] = max(s["max_abs_err"], r.detail["rule"]["max_abs_err"])
+            s["max_rel_err"] = max(s["max_rel_err"], r.detail["rule"]["max_rel_err"])
+            s["max_ulp"] = max(s["max_ulp"], r.detail["max_ulp"])
+            for k, v in r.detail["ulp_histogram"].items():
+                s["ulp_histogram"][k] = s["ulp_histogram"].get(k, 0) + v
+    for s in per_stage.values():
+        s["passed"] = all(s["tiles"].values())
+    failed = [r for r in results if not r.passed]
+    first = None
+    if failed:
+        r = failed[0]
+        first = {"name": r.name, "stage": DUMPS[r.name][0], "block": r.block, "tile": r.tile, **r.detail}
+    return {"run": summary["case"], "reference": str(golden) if golden else "model (bit-exact)",
+            "rule": f"KERNEL.md §5, eps {eps:g} (exp_max {EPS_EXP_MAX:g})" + ("; plus 0 ULP" if bit_exact else ""),
+            "passed": not failed, "dumps": len(results), "failed": len(failed), "stages": per_stage,
+            "first_divergence": first}
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"tfa-sim check: {report['run']} against {report['reference']} — {report['rule']}"]
+    width = max(len(n) for n in report["stages"])
+    for name, s in report["stages"].items():
+        tiles = s["tiles"]
+        marks = "".join("." if tiles[t] else "F" for t in sorted(tiles, key=int))
+        if len(marks) > 64:
+            bad = sum(not v for v in tiles.values())
+            marks = f"{len(tiles) - bad} tiles pass, {bad} fail"
+        hist = " ".join(f"{k}:{v}" for k, v in s["ulp_histogram"].items() if v)
+        lines.append(f"  {name:{width}s} {'PASS' if s['passed'] else 'FAIL'}  tiles {marks}  max abs "
+                     f"{s['max_abs_err']:.3g}  max rel {s['max_rel_err']:.3g}  max ULP {s['max_ulp']}  "
+                     f"(ULP histogram {hist})")
+    f = report["first_divergence"]
+    if f is None:
+        lines.append(f"  all {report['dumps']} dumps pass")
+    else:
+        lines.append(f"  {report['failed']} of {report['dumps']} dumps fail; first divergence (data-flow order): "
+                     f"{f['name']} ({f['stage']}) block {f['block']} tile {f['tile']}")
+        if "error" in f:
+            lines.append(f"    {f['error']}")
+        if "first" in f:
+            e = f["first"]
+            lines.append(f"    element {tuple(e['element'])}: expected {e['expected']!r}, got {e['got']!r}, "
+                         f"{e['ulps']} ULP")
+        if f.get("event"):
+            ev = f["event"]
+            lines.append(f"    timeline: {ev['unit']}.{ev['pipe']} {ev['instruction']} cycles "
+                         f"{ev['start_cycle']:.0f}–{ev['end_cycle']:.0f}")
+    return "\n".join(lines)

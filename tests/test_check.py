@@ -1,0 +1,105 @@
+"""Intermediate dumps and `tfa-sim check`: pass on every reference case, name the first divergence."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfa_sim.check import check_run
+from tfa_sim.config import load_config
+from tfa_sim.functional import softmax_scale
+from tfa_sim.numerics import exp_tfa
+from tfa_sim.runner import run
+
+from conftest import REFERENCE_CASES
+
+
+def dumped_run(tmp_path, *overrides, case=None):
+    config = load_config(case=case, overrides=["numerics.intermediate_check=true", *overrides])
+    run(config, out_dir=str(tmp_path), event_log=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+@pytest.mark.parametrize("name", REFERENCE_CASES)
+def test_every_reference_case_passes_its_check(tmp_path, name, backend):
+    run_dir = dumped_run(tmp_path, f'numerics.backend="{backend}"', case=name)
+    report = check_run(run_dir)
+    assert report["passed"], report["first_divergence"]
+    manifest = json.loads((run_dir / "dumps" / "manifest.json").read_text())
+    required = {"file", "stage", "block", "tile", "dtype", "shape", "slot", "event"}
+    assert all(required <= set(m) for m in manifest)
+    per_block = [m for m in manifest if m["block"] is not None]
+    assert all(m["event"]["end_cycle"] >= m["event"]["start_cycle"] > 0 for m in per_block)
+    config = load_config(case=name)
+    assert len(per_block) == 2 * 7 * config.blocks_per_head * config.tiles  # npy + bin, 7 dumps per tile
+
+
+def tfa_check(*args):
+    return subprocess.run([sys.executable, "-m", "tfa_sim", "check", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_corrupted_element_is_the_first_divergence(tmp_path):
+    run_dir = dumped_run(tmp_path, "case.s0=256", "case.s1=2048")
+    path = run_dir / "dumps" / "block1_pv_fifo5.npy"
+    pv = np.load(path)
+    pv[17, 42] += 0.5
+    np.save(path, pv)
+    r = tfa_check(str(run_dir))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "first divergence (data-flow order): pv_fifo (compute_pv) block 1 tile 5" in r.stdout, r.stdout
+    assert "element (17, 42)" in r.stdout and "timeline: core1.cubecore0.FIX" in r.stdout, r.stdout
+    report = json.loads((run_dir / "check.json").read_text())
+    assert not report["stages"]["pv_fifo"]["tiles"]["5"] and report["stages"]["pv_fifo"]["tiles"]["4"]
+    assert report["stages"]["qk_fifo"]["passed"] and report["failed"] == 1
+
+
+def test_x_exp_rounded_the_wrong_way_is_caught(tmp_path):
+    """Recompute one tile's fp32 E exactly as the model does and cast it toward zero instead of to nearest."""
+    run_dir = dumped_run(tmp_path, "case.s1=2048")
+    d = run_dir / "dumps"
+    x = np.load(d / "block0_qk_fifo3.npy")
+    m = np.load(d / "block0_global_max3.npy")
+    e = exp_tfa((x - m[:, None]) * softmax_scale(128))
+    rne = e.astype(np.float16)
+    assert np.array_equal(rne.view(np.uint16), np.load(d / "block0_p_fifo3.npy").view(np.uint16))
+    toward_zero = np.where(rne.astype(np.float32) > e, np.nextafter(rne, np.float16(0)), rne)
+    changed = np.argwhere(toward_zero != rne)
+    assert len(changed) > 100
+    np.save(d / "block0_p_fifo3.npy", toward_zero)
+    r = tfa_check(str(run_dir))
+    assert r.returncode == 1
+    assert "p_fifo (compute_p) block 0 tile 3" in r.stdout, r.stdout
+    assert f"element {tuple(int(i) for i in changed[0])}" in r.stdout and "1 ULP" in r.stdout, r.stdout
+
+
+def test_check_against_a_gen_data_golden(tmp_path):
+    golden = tmp_path / "golden"
+    subprocess.run([sys.executable, "-m", "tfa_sim", "gen-data", "case_float_H_128_S0_512_S1_2048", "--out",
+                    str(golden)], check=True, capture_output=True)
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--case", "case_float_H_128_S0_512_S1_2048",
+                        "--inputs", str(golden), "--intermediate-check", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = tfa_check(str(out), "--golden", str(golden))
+    assert r.returncode == 0, r.stdout
+    assert f"against {golden}" in r.stdout and "all 224 dumps pass" in r.stdout  # 4 blocks × 8 tiles × 7 dumps
+    (golden / "pv_tile_fifo2.bin").write_bytes((golden / "pv_tile_fifo2.bin").read_bytes()[:1000])
+    r = tfa_check(str(out), "--golden", str(golden), "--stage", "pv")
+    assert r.returncode == 1 and "pv_tile_fifo2.bin has 1000 bytes" in r.stdout and "shape or dtype" in r.stdout
+
+
+def test_dump_selection_and_size_limit(tmp_path):
+    run_dir = dumped_run(tmp_path / "a", "case.s0=512", "numerics.dump_blocks=\"1:3\"", "numerics.dump_tiles=\":2\"")
+    manifest = json.loads((run_dir / "dumps" / "manifest.json").read_text())
+    assert {(m["block"], m["tile"]) for m in manifest} == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    assert check_run(run_dir)["passed"]
+    r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--intermediate-check", "--set",
+                        "numerics.dump_limit_gib=0.001", "--out", str(tmp_path / "b")], capture_output=True, text=True)
+    assert r.returncode == 2 and "narrow with --blocks a:b / --tiles a:b" in r.stderr, r.stderr
+    assert not (tmp_path / "b" / "dumps").exists()
