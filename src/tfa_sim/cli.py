@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -91,6 +92,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if report["passed"] else 1
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from tfa_sim.sweep import format_sweep_report, run_sweep, sweep_report
+
+    out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
+                          progress=not args.no_progress)
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "illegal", "excluded", "schedule_error")}
+    print(f"tfa-sim sweep: {len(rows)} points in {out}/results.jsonl (+ results.csv): "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(format_sweep_report(sweep_report(out)))
+    return 0
+
+
+def cmd_sweep_report(args: argparse.Namespace) -> int:
+    from tfa_sim.sweep import format_sweep_report, sweep_report
+
+    print(format_sweep_report(sweep_report(args.dir, plots=not args.no_plots)))
+    return 0
+
+
 def cmd_timeline(args: argparse.Namespace) -> int:
     from tfa_sim.timeline import load_view, parse_cores, parse_tiles, render
 
@@ -168,6 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, help="relative tolerance (default eps)")
     p.add_argument("--stage", action="append", help="only these stages or dumps, e.g. compute_p or qk,pv")
     p.set_defaults(func=cmd_check)
+    p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
+    p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
+    p.add_argument("--out", help="output directory (default runs/sweep-<file>); rerunning resumes it")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", help="dask scheduler address (default: a LocalCluster of --jobs workers)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+    p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots")
+    p.add_argument("dir")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=cmd_sweep_report)
     p = sub.add_parser("timeline", help="Gantt chart of a run (.svg/.png/.html); --compare stacks runs")
     p.add_argument("run_dirs", nargs="*", help="run directory (from tfa-sim run --out)")
     p.add_argument("--compare", nargs="+", metavar="RUN", help="stack these runs on one time axis")

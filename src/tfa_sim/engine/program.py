@@ -82,7 +82,12 @@ class BlockProgram:
         self.l1_v = self._pool(f"{name}.L1.v", s.l1_v, cube["MTE1"])
         self.l0a = self._pool(f"{name}.L0A", s.l0a, cube["M"])
         self.l0b = self._pool(f"{name}.L0B", s.l0b, cube["M"])
-        self.l0c = self._pool(f"{name}.L0C", s.l0c, cube["FIX"])
+        # L0C: QK and PV keep their own accumulators ("QK and PV alternate"); a single one is shared
+        if s.l0c == 1:
+            self.l0c_qk = self.l0c_pv = self._pool(f"{name}.L0C", 1, cube["FIX"])
+        else:
+            self.l0c_qk = self._pool(f"{name}.L0C.qk", s.l0c // 2, cube["FIX"])
+            self.l0c_pv = self._pool(f"{name}.L0C.pv", s.l0c - s.l0c // 2, cube["FIX"])
         self.ub_src = [self._pool(f"{name}.veccore{a}.UB.src", s.ub_src, vec[a]["V"]) for a in range(2)]
         self.ub_x_exp = [self._pool(f"{name}.veccore{a}.UB.x_exp", s.ub_x_exp, vec[a]["MTE3"]) for a in range(2)]
         self.ring = [Ring(env, f"{name}.veccore{a}.UB.l1_exp_max", s.ub_exp_max) for a in range(2)]
@@ -134,7 +139,8 @@ class BlockProgram:
                 raise HazardError(f"{flag.name} was set {flag.count} more time(s) than waited in block "
                                   f"{self.block.index} (cycle {self.env.now:.0f}): producer and consumer "
                                   f"disagree on the credit rule")
-        pools = [self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c, *self.ub_src, *self.ub_x_exp]
+        pools = [self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c_qk, self.l0c_pv, *self.ub_src,
+                 *self.ub_x_exp]
         for pool in pools:
             if pool.in_use:
                 raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of block "
@@ -142,7 +148,7 @@ class BlockProgram:
 
     def close(self) -> None:
         """Drop the tiles the block's buffers still reference (they are garbage from now on)."""
-        for pool in (self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c,
+        for pool in (self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c_qk, self.l0c_pv,
                      *self.ub_src, *self.ub_x_exp, *self.ring, self.qk_fifo, self.p_fifo, self.pv_fifo):
             pool.data = [None] * len(pool.data)
         self.running_o = self.m = self.l = [None, None]
@@ -219,9 +225,9 @@ class BlockProgram:
                              lambda ins: self.l0b.data.__setitem__(ins.slots["b"], self.l1_k.data[ld.slots["k"]]),
                              after=[lambda ins: self.l1_k.release(ld.slots["k"], ins)])
             flops = 2 * self.cube_s0 * self.cube_s1 * self.head
-            mm = self._issue(cube["M"], "compute_qk", t, s, "TMATMUL", [("data", ex, None), ("slot", self.l0c, "c")],
+            mm = self._issue(cube["M"], "compute_qk", t, s, "TMATMUL", [("data", ex, None), ("slot", self.l0c_qk, "c")],
                              self.costs.matmul(self.cube_s0, self.cube_s1, self.head, self.qk_cube_k),
-                             lambda ins: self.l0c.data.__setitem__(ins.slots["c"], compute_qk(
+                             lambda ins: self.l0c_qk.data.__setitem__(ins.slots["c"], compute_qk(
                                  self.num.backend, b, self.l1_q.data[self.q_load.slots["q"]],
                                  self.l0b.data[ex.slots["b"]], t, s)),
                              after=[lambda ins: self.l0a.release(ex.slots["a"], ins),
@@ -236,14 +242,14 @@ class BlockProgram:
             if s == 0:
                 self.qk_fifo.data[slot] = np.empty((self.cube_s0, self.tile_s1), np.float32)
             # a skipped sub-tile (above the causal diagonal) is defined as +0, see stages.compute_qk
-            src = self.l0c.data[mm.slots["c"]] if active else 0.0
+            src = self.l0c_qk.data[mm.slots["c"]] if active else 0.0
             self.qk_fifo.data[slot][:, s * self.cube_s1:(s + 1) * self.cube_s1] = src
             if s == self.kf - 1:
                 self._dump("qk_fifo", t, 0, self.qk_fifo.data[slot], ins, slot)
 
         after = [lambda ins: [self.qk_fifo.claim(a, t, ins.label) for a in range(2)]] if s == 0 else []
         if active:
-            after.append(lambda ins: self.l0c.release(mm.slots["c"], ins))
+            after.append(lambda ins: self.l0c_qk.release(mm.slots["c"], ins))
         if s == self.kf - 1:
             after.append(lambda ins: [self.qk_fifo.ready[a].set(ins) for a in range(2)])
         self._issue(cube["FIX"], "compute_qk", t, s, "FIXPIPE →qk_tile_fifo", fix_waits,
@@ -282,15 +288,15 @@ class BlockProgram:
                                           self.l0b.data.__setitem__(ins.slots["b"], self.l1_v.data[ld.slots["v"]])),
                              after=[lambda ins: self.l1_p.release(ld.slots["p"], ins),
                                     lambda ins: self.l1_v.release(ld.slots["v"], ins)])
-            mm_waits = [("data", ex, None)] + ([("slot", self.l0c, "c")] if s == 0 else [])
+            mm_waits = [("data", ex, None)] + ([("slot", self.l0c_pv, "c")] if s == 0 else [])
             acc = None if s == 0 else self.pv_acc
 
             def matmul(ins: Instr) -> None:
                 # L0C accumulates the tile's sub-products; keep them until the FIX store sums them
                 first = acc or ins
                 if first is ins:
-                    self.l0c.data[ins.slots["c"]] = []
-                self.l0c.data[first.slots["c"]].append((self.l0a.data[ex.slots["a"]], self.l0b.data[ex.slots["b"]]))
+                    self.l0c_pv.data[ins.slots["c"]] = []
+                self.l0c_pv.data[first.slots["c"]].append((self.l0a.data[ex.slots["a"]], self.l0b.data[ex.slots["b"]]))
 
             mm = self._issue(cube["M"], "compute_pv", t, s, "TMATMUL", mm_waits,
                              self.costs.matmul(self.cube_s0, self.head, self.cube_s1, self.pv_cube_k), matmul,
@@ -313,7 +319,7 @@ class BlockProgram:
 
         def store(ins: Instr) -> None:
             # the kTileFactor sub-products accumulated in L0C: one sum over the tile's active columns
-            parts = self.l0c.data[acc.slots["c"]]
+            parts = self.l0c_pv.data[acc.slots["c"]]
             p_tile = np.concatenate([p for p, _ in parts], axis=1)
             v_tile = np.concatenate([v for _, v in parts], axis=0)
             self.pv_fifo.data[t % self.pv_fifo.depth] = compute_pv(self.num.backend, b, p_tile, v_tile, t)
@@ -322,7 +328,7 @@ class BlockProgram:
         self._issue(cube["FIX"], "compute_pv", t, self.kf - 1, "FIXPIPE →pv_tile_fifo", waits,
                     self._gm(nbytes, "l0c_to_gm"), store,
                     [lambda ins: [self.pv_fifo.claim(a, t, ins.label) for a in range(2)],
-                     lambda ins: self.l0c.release(acc.slots["c"], ins),
+                     lambda ins: self.l0c_pv.release(acc.slots["c"], ins),
                      lambda ins: [self.pv_fifo.ready[a].set(ins) for a in range(2)]], nbytes=nbytes)
 
     # ---- vector: compute_p and compute_gu -------------------------------------------------------
