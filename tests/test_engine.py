@@ -259,7 +259,7 @@ def test_flag_waited_more_often_than_set_is_diagnosed():
         def pipes(self):
             return [producer, consumer]
 
-    report = deadlock_report(env.now, [Stuck()], [])
+    report = deadlock_report(env.now, [Stuck()])
     assert "core0.cubecore0.MTE2 [TLOAD P [compute_pv t1 #0], block 0] waits for core0.p_tile_fifo.ready[aiv0]" in report
     assert "nothing left to do" in report
 

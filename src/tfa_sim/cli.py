@@ -112,14 +112,15 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tfa_sim.timeline import load_view, parse_cores, parse_tiles, render
+    from tfa_sim.config import parse_span
+    from tfa_sim.timeline import load_view, parse_cores, render
 
     runs = list(args.run_dirs) + list(args.compare or [])
     if not runs:
         raise InputError("tfa-sim timeline needs a RUN_DIR (or --compare RUN_A RUN_B …)")
     if len(runs) > 1 and not args.compare:
         raise InputError("several run directories: use --compare RUN_A RUN_B … to stack them")
-    cores, tiles = parse_cores(args.cores), parse_tiles(args.tiles)
+    cores, tiles = parse_cores(args.cores), parse_span(args.tiles or "", "--tiles")
     views = [load_view(r, args.by, cores, tiles, args.arrows) for r in runs]
     out = Path(args.output) if args.output else Path(runs[0]) / "timeline.svg"
     render(views, out, args.arrows)

@@ -199,6 +199,19 @@ def case_path(name: str) -> Path:
     return path
 
 
+def parse_span(text: str, option: str) -> tuple[int, int] | None:
+    """``a:b`` → (a, b), the half-open range a ≤ i < b (either side may be empty); "" → None."""
+    if not text:
+        return None
+    lo, sep, hi = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(lo or 0), int(hi) if hi else 1 << 30
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected a:b, e.g. 0:8") from None
+
+
 def parse_override(text: str) -> tuple[str, str, Any]:
     """``section.key=value`` → (section, key, value); value is a TOML literal or a bare string."""
     if "=" not in text or "." not in text.split("=", 1)[0]:

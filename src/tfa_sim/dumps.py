@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.blocks import make_blocks
-from tfa_sim.config import Config
+from tfa_sim.config import Config, parse_span
 from tfa_sim.errors import InputError
 from tfa_sim.outputs import write_json
 
@@ -38,18 +38,6 @@ DUMPS = {
 }
 
 
-def parse_range(text: str, what: str) -> tuple[int, int]:
-    if not text:
-        return 0, 1 << 30
-    lo, sep, hi = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return int(lo or 0), int(hi) if hi else 1 << 30
-    except ValueError:
-        raise InputError(f"numerics.{what} = {text!r}: expected a:b, e.g. 0:4") from None
-
-
 def tile_shape(config: Config, kind: str) -> tuple[int, ...]:
     t = config.tiling
     return {"tile": (t.cube_s0, t.tile_s1), "rows": (t.cube_s0,), "head": (t.cube_s0, config.case.head)}[kind]
@@ -58,8 +46,8 @@ def tile_shape(config: Config, kind: str) -> tuple[int, ...]:
 def selection(config: Config) -> list[tuple[int, list[int]]]:
     """(block, tiles) pairs the run will dump."""
     n = config.numerics
-    b0, b1 = parse_range(n.dump_blocks, "dump_blocks")
-    t0, t1 = parse_range(n.dump_tiles, "dump_tiles")
+    b0, b1 = parse_span(n.dump_blocks, "numerics.dump_blocks") or (0, 1 << 30)
+    t0, t1 = parse_span(n.dump_tiles, "numerics.dump_tiles") or (0, 1 << 30)
     return [(b.index, [t for t in range(b.tiles) if t0 <= t < t1]) for b in make_blocks(config) if b0 <= b.index < b1]
 
 
@@ -106,9 +94,6 @@ class DumpRecorder:
         self.wanted = {(b, t) for b, ts in selection(config) for t in ts}
         self.partial: dict[tuple[str, int, int], list[Any]] = {}
         self.done: list[Dump] = []
-
-    def wants(self, block: int, tile: int) -> bool:
-        return (block, tile) in self.wanted
 
     def put(self, name: str, block: int, tile: int, row0: int, rows: np.ndarray, ins: Any,
             slot: int | None = None) -> None:

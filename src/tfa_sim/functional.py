@@ -52,15 +52,6 @@ class Intermediates:
                    np.zeros(lead + (n, c.s0, c.head), F32))
 
 
-@dataclass
-class BlockState:
-    """The vector side's running state of one block: row max/sum and running O."""
-
-    m2_global_max: np.ndarray | None = None
-    l2_global_sum: np.ndarray | None = None
-    running_o: list[np.ndarray | None] | None = None
-
-
 def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
               record: Intermediates | None = None) -> np.ndarray:
     """One block's fp32 output rows (CUBE_S0 × HEAD), stages in program order."""

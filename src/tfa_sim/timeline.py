@@ -79,19 +79,6 @@ def parse_cores(text: str | None) -> set[int] | None:
     return out
 
 
-def parse_tiles(text: str | None) -> tuple[int, int] | None:
-    """``a:b`` → logical tiles a ≤ t < b (either side may be empty)."""
-    if not text:
-        return None
-    lo, sep, hi = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return int(lo or 0), int(hi) if hi else 1 << 30
-    except ValueError:
-        raise InputError(f"--tiles {text!r}: expected a:b, e.g. --tiles 0:8") from None
-
-
 def load_view(run_dir: str | Path, by: str | None, cores: set[int] | None, tiles: tuple[int, int] | None,
               arrows: bool = False) -> RunView:
     run_dir = Path(run_dir)

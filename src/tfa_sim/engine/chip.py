@@ -8,7 +8,7 @@ per block.  A run that stops with work left is a deadlock (exit 3).
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import simpy
 
@@ -31,7 +31,6 @@ class SimResult:
     blocks: int
     waves: int
     stats: Stats
-    core_spans: list[tuple[float, float]] = field(default_factory=list)
     gm_bytes: int = 0
 
     @property
@@ -53,21 +52,18 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     blocks = make_blocks(config)
     n_cores = min(hw.cube_cores, len(blocks))
     cores = [Core(env, i, stats, gm) for i in range(n_cores)]
-    spans: list[list[float]] = [[0.0, 0.0] for _ in cores]
-    current: list[BlockProgram | None] = [None] * n_cores
+    ends = [0.0] * n_cores
 
     def run_core(core: Core, queue: list[Block]):
         yield env.timeout(costs.overhead["launch"])
-        spans[core.index][0] = env.now
         for block in queue:
             yield env.timeout(costs.overhead["block_dispatch"])
             program = BlockProgram(env, core, block, config, hw, costs, numerics)
-            current[core.index] = program
             end = program.issue()
             yield end.done
             program.check_clean()
             program.close()
-        spans[core.index][1] = env.now
+        ends[core.index] = env.now
 
     procs = [env.process(run_core(core, q)) for core, q in zip(cores, dispatch(blocks, n_cores))]
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
@@ -82,7 +78,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
             gc.enable()
     stuck = [c for c, p in zip(cores, procs) if p.is_alive]
     if stuck:
-        raise ScheduleError(deadlock_report(env.now, stuck, current))
-    return SimResult(total_cycles=max(e for _, e in spans), clock_mhz=hw.clock_mhz, cores_used=n_cores,
+        raise ScheduleError(deadlock_report(env.now, stuck))
+    return SimResult(total_cycles=max(ends), clock_mhz=hw.clock_mhz, cores_used=n_cores,
                      blocks=len(blocks), waves=-(-len(blocks) // n_cores), stats=stats,
-                     core_spans=[tuple(s) for s in spans], gm_bytes=gm.bytes)
+                     gm_bytes=gm.bytes)

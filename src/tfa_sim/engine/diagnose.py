@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 
 
-def deadlock_report(now: float, stuck_cores: list[Any], programs: list[Any]) -> str:
+def deadlock_report(now: float, stuck_cores: list[Any]) -> str:
     """One paragraph: the blocked pipes, their waits, and the cycle or dead end."""
     graph = nx.DiGraph()
     lines = []
