@@ -124,7 +124,7 @@ def _lanes_and_bars(events: list, by: str) -> tuple[list[str], list[Bar]]:
         lanes = [f"{u} {p}" for u in units for p in PIPES[unit_kind(u)]]
     elif by == "stage":
         per_unit = {"cube": ("QK", "PV", "end"), "vec": ("P", "GU", "end")}
-        present = {_lane(e, by) for e in events}
+        present = {_lane(e, by) for e in events if e.end > e.start}  # zero-length handshakes draw nothing
         lanes = [f"{u} {s}" for u in units for s in per_unit[unit_kind(u)] if f"{u} {s}" in present]
     else:
         lanes = units
@@ -147,14 +147,14 @@ def _lanes_and_bars(events: list, by: str) -> tuple[list[str], list[Bar]]:
 
 
 def _arrows(events: list, by: str) -> list[tuple[str, float, str, float]]:
-    """FIFO hand-offs between units: from the producer's end to the consumer's start."""
+    """FIFO hand-offs between units: from the producer's end to the start of the instruction it released."""
     by_id = {e.id: e for e in events}
     out = []
     for e in events:
-        for pred_id, _cause, lat, via in e.deps:
+        for pred_id, _cause, _lat, via in e.deps:
             p = by_id.get(pred_id)
-            if p is not None and via and p.unit != e.unit:
-                out.append((_lane(p, by), p.end, _lane(e, by), p.end + lat))
+            if p is not None and via and p.unit != e.unit and e.end > e.start:
+                out.append((_lane(p, by), p.end, _lane(e, by), e.start))
     return out
 
 

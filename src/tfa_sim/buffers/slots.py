@@ -112,7 +112,8 @@ class PingPong(Pool):
         self.in_use -= 1
         if self.samples is not None:
             self.samples.append((self.env._now, self.in_use))
-        self._wake()
+        if self.waiters:
+            self._wake()
 
 
 class Flag(Pool):
