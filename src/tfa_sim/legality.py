@@ -11,10 +11,16 @@ from tfa_sim.errors import InputError
 from tfa_sim.hardware import load_hardware
 
 
-def _divisors_near(n: int, target: int, step: int = 1) -> int:
-    """The divisor of ``n`` (a multiple of ``step``) closest to ``target``."""
-    cands = [d for d in range(step, n + 1, step) if n % d == 0] or [n]
-    return min(cands, key=lambda d: (abs(d - target), d))
+def _divisors_near(n: int, target: int, step: int = 1) -> int | None:
+    """The divisor of ``n`` (a multiple of ``step``) closest to ``target``, or None."""
+    cands = [d for d in range(step, n + 1, step) if n % d == 0]
+    return min(cands, key=lambda d: (abs(d - target), d)) if cands else None
+
+
+def _fix(key: str, n: int, target: int, step: int, other: str, multiple: int) -> str:
+    """'use key=…' with a legal divisor, or else the other value rounded up to a multiple."""
+    d = _divisors_near(n, target, step)
+    return f"use {key}={d}" if d else f"use {other}={-(-n // multiple) * multiple}"
 
 
 def _require(ok: bool, message: str) -> None:
@@ -35,9 +41,9 @@ def check_legal(config: Config) -> None:
              f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} (GQA groups); "
              f"use kv_heads={_divisors_near(c.heads, c.kv_heads)}")
     _require(c.s0 % t.cube_s0 == 0, f"S0 % CUBE_S0 == 0 broken: case.s0={c.s0}, tiling.cube_s0={t.cube_s0}; "
-             f"use cube_s0={_divisors_near(c.s0, t.cube_s0, 16)}")
+             + _fix("cube_s0", c.s0, t.cube_s0, 16, "case.s0", t.cube_s0))
     _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
-             f"use tile_s1={_divisors_near(c.s1, t.tile_s1, t.cube_s1)}")
+             + _fix("tile_s1", c.s1, t.tile_s1, t.cube_s1, "case.s1", t.tile_s1))
     _require(t.cube_s1 % 16 == 0, f"tiling.cube_s1={t.cube_s1} must be a multiple of 16 (cube fractal); use 128")
     _require(t.tile_s1 % t.cube_s1 == 0, f"TILE_S1 % CUBE_S1 == 0 broken: tiling.tile_s1={t.tile_s1}, "
              f"tiling.cube_s1={t.cube_s1}; use tile_s1={max(t.cube_s1, t.tile_s1 // t.cube_s1 * t.cube_s1)}")
