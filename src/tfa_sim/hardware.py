@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ class Hardware:
     source: str = ""
 
 
+@lru_cache(maxsize=32)
+def _read_preset(path: str, _mtime_ns: int) -> dict[str, Any]:
+    """Parsed preset TOML; cached per file version (legality, runs and sweep points all read presets)."""
+    return tomllib.loads(Path(path).read_text())
+
+
 def preset_names() -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / "hw").glob("*.toml"))
 
@@ -43,12 +50,13 @@ def load_hardware(cfg: HardwareConfig) -> Hardware:
         if not path.is_file():
             raise InputError(f"hardware.preset {cfg.preset!r} unknown; use one of {', '.join(preset_names())}")
     try:
-        data = tomllib.loads(path.read_text())
+        data = _read_preset(str(path), path.stat().st_mtime_ns)
         chip, buffers = data["chip"], data["buffers"]
         hw = Hardware(name=chip["name"], cube_cores=chip["cube_cores"], vector_cores=chip["vector_cores"],
                       clock_mhz=chip["clock_mhz"], l1=buffers["l1"], l0a=buffers["l0a"], l0b=buffers["l0b"],
                       l0c=buffers["l0c"], ub=buffers["ub"], ub_align=buffers["ub_align"],
-                      params={k: v for k, v in data.items() if k not in ("chip", "buffers")}, source=str(path))
+                      params={k: dict(v) for k, v in data.items() if k not in ("chip", "buffers")},
+                      source=str(path))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise InputError(f"hardware file {path} is malformed ({exc}); copy configs/hw/910b2.toml as a template") from None
     if cfg.cores < 0 or cfg.cores > hw.cube_cores:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import platform
+import shutil
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -34,7 +35,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-OUTPUT_FILES = ("summary.json", "o.npy", "events.csv", "trace.json", "timeline.svg")
+OUTPUT_FILES = ("summary.json", "o.npy", "events.csv", "trace.json", "timeline.svg", "check.json")
 #: Runs with more instruction groups than this skip timeline.svg (draw one with tfa-sim timeline --cores/--tiles).
 TIMELINE_MAX_EVENTS = 20_000
 
@@ -92,11 +93,12 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     path.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_FILES:  # a reused --out must not keep a previous run's files
         (path / name).unlink(missing_ok=True)
+    shutil.rmtree(path / "dumps", ignore_errors=True)
     if numerics is not None:
         write_npy(path / "o.npy", numerics.out)
     if sim.stats.events is not None:
         write_events(path / "events.csv", sim.stats.events)
-        meta = {"case": config.name, "hardware": hw.name, "config": config.to_dict(),
+        meta = {"case": config.name, "hardware": hw.name, "config": summary["config"],
                 "total_cycles": summary["total_cycles"], "time_us": summary["time_us"]}
         write_trace(path / "trace.json", build_trace(sim.stats.events, collect_counters(sim.stats.pools),
                                                      hw.clock_mhz, meta))

@@ -65,8 +65,8 @@ class Pool:
     def _wake(self) -> None:
         while self.waiters and self._can_grant():
             ev = self.waiters.popleft()
-            ev.value_pred = self._grant(ev.tag)
-            ev.succeed(ev.value_pred[0])
+            value, ev.pred = self._grant(ev.tag)
+            ev.succeed(value)
 
     def _can_grant(self) -> bool:
         raise NotImplementedError
@@ -231,6 +231,25 @@ class GmFifo:
         """The consumer of ``lane`` has finished reading tile t."""
         self.unread[lane][t % self.depth] = None
         self._sample()
+
+    # The cube side writes or reads both lanes at once:
+    def claim_both(self, t: int, stage: str) -> None:
+        for lane in range(self.LANES):
+            self.claim(lane, t, stage)
+
+    def free_both(self, t: int) -> None:
+        for lane in range(self.LANES):
+            self.free(lane, t)
+
+    def signal_both(self, by: Any) -> None:
+        """Set the ready flag of both lanes (the producer has stored a whole tile)."""
+        for flag in self.ready:
+            flag.set(by)
+
+    def credit_both(self, by: Any) -> None:
+        """Return a credit to both lanes' producers."""
+        for flag in self.consumed:
+            flag.set(by)
 
     def _sample(self) -> None:
         if self.samples is not None:

@@ -4,11 +4,11 @@ A :class:`Pipe` (MTE2, MTE1, M, FIX on the cube; MTE2, V, MTE3 on a vector
 core) executes :class:`Instr` groups strictly in issue order.  An instruction
 starts once the pipe is free and all its waits have triggered — earlier
 instructions' completion (a hand-off flag), a buffer slot, a cross-core flag
-— then occupies the pipe for its cost in cycles.
+— then occupies the pipe for its cost in cycles (one SimPy event at its end).
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from typing import Any, Callable, NamedTuple
 
 import simpy
@@ -19,6 +19,7 @@ FINISHED = Granted(None)
 
 #: Why a pipe waited before an instruction could start (stall breakdown keys).
 CAUSES = ("data", "slot", "credit", "gm")
+STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")
 
 
 class Instr:
@@ -106,13 +107,12 @@ class Stats:
         self.pipes: list[Pipe] = []
         self.pools: list[Any] = []  # PingPong / GmFifo objects with occupancy samples (when logging)
         self.next_id = 0
-        self.stages = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")
         self.events: list[Record] | None = [] if log_events else None
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
         """Stall cycles per stage and cause (data, slot, credit, gm), summed over pipes."""
-        out = {s: dict.fromkeys(CAUSES, 0.0) for s in self.stages}
+        out = {s: dict.fromkeys(CAUSES, 0.0) for s in STAGES}
         for pipe in self.pipes:
             for (stage, cause, _what), cycles in pipe.stall_by.items():
                 out[stage][cause] += cycles
@@ -131,11 +131,12 @@ class Stats:
 class Pipe:
     """One in-order pipe of one core.
 
-    Driven by event callbacks rather than a generator process: the pipe looks at
-    the head of its queue, registers itself on the first wait that has not yet
-    triggered, and otherwise occupies itself with a SimPy timeout for the
-    instruction's cycles.  (A generator per pipe reads the same but costs twice
-    the wall time on the large timing-only runs.)
+    Driven by callbacks rather than a generator process: the pipe looks at the
+    head of its queue, registers itself on the first wait that has not yet
+    triggered, and otherwise schedules one event for the end of the
+    instruction.  Callbacks let a finishing instruction hand off to a waiting
+    pipe in the same cycle without a SimPy event, which large timing-only runs
+    need to stay fast.
     """
 
     def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats, gm: Any = None) -> None:
@@ -143,7 +144,7 @@ class Pipe:
         self.gm = gm
         self.busy = 0.0
         self.executed = 0
-        self.stall_by: dict[tuple[str, str, str], float] = {}  # (stage, cause, what) → cycles
+        self.stall_by: defaultdict[tuple[str, str, str], float] = defaultdict(float)  # (stage, cause, what)
         self.unit = unit
         self.name = name
         self.full_name = f"{unit}.{name}"
@@ -151,7 +152,7 @@ class Pipe:
         self.as_source = f"data from {'cube' if '.cubecore' in unit else 'vec'}.{name}"
         self.stats = stats
         self.queue: deque[Instr] = deque()
-        self.blocked: tuple[Instr, str, Any] | None = None  # (instr, what it waits on, who would signal)
+        self.blocked: tuple[Instr, Any] | None = None  # (instruction, the Instr or Pool it waits on)
         self._running: Instr | None = None
         self._advancing = False  # re-entry guard: a finishing pipe may call back into this one
         self._pending: Any = None  # the not-yet-triggered wait of the head instruction
@@ -213,8 +214,8 @@ class Pipe:
                             return
                         value = pending.value
                     waited = env._now - self._blocked_since
-                    what = (ins.stage, cause, source.pipe.as_source if source.__class__ is Instr else source.short_name)
-                    self.stall_by[what] = self.stall_by.get(what, 0.0) + waited
+                    what = source.pipe.as_source if source.__class__ is Instr else source.short_name
+                    self.stall_by[(ins.stage, cause, what)] += waited
                     self._pending = self.blocked = None
                 if key is not None:
                     ins.slots[key] = value
@@ -228,8 +229,7 @@ class Pipe:
             if cost.__class__ is GmMove:
                 cycles, gm_wait = self.gm.transfer(now, cost.nbytes, cost.rate)
                 if gm_wait > 0:
-                    what = (ins.stage, "gm", "GM bandwidth")
-                    self.stall_by[what] = self.stall_by.get(what, 0.0) + gm_wait
+                    self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
             else:
                 cycles = cost
             if cycles > 0:
@@ -246,10 +246,8 @@ class Pipe:
         if source.__class__ is Instr:
             ins.deps.append((source, cause, 0.0, ""))
             return
-        pred = granted.pred if granted.__class__ is Granted else granted.value_pred[1]
-        if pred is not None:
-            ins.deps.append((pred, cause, getattr(source, "latency", 0.0), source.short_name))
-
+        if granted.pred is not None:
+            ins.deps.append((granted.pred, cause, getattr(source, "latency", 0.0), source.short_name))
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
         self._pending, self._wait_index = pending, index

@@ -247,11 +247,11 @@ class BlockProgram:
             if s == self.kf - 1:
                 self._dump("qk_fifo", t, 0, self.qk_fifo.data[slot], ins, slot)
 
-        after = [lambda ins: [self.qk_fifo.claim(a, t, ins.label) for a in range(2)]] if s == 0 else []
+        after = [lambda ins: self.qk_fifo.claim_both(t, ins.label)] if s == 0 else []
         if active:
             after.append(lambda ins: self.l0c_qk.release(mm.slots["c"], ins))
         if s == self.kf - 1:
-            after.append(lambda ins: [self.qk_fifo.ready[a].set(ins) for a in range(2)])
+            after.append(self.qk_fifo.signal_both)
         self._issue(cube["FIX"], "compute_qk", t, s, "FIXPIPE →qk_tile_fifo", fix_waits,
                     self._gm(out_bytes, "l0c_to_gm") if active else 0, store, after, nbytes=out_bytes)
 
@@ -264,9 +264,9 @@ class BlockProgram:
         last = s == self.kf - 1
         after: list = []
         if last:
-            after.append(lambda ins: [self.p_fifo.free(a, t) for a in range(2)])
+            after.append(lambda ins: self.p_fifo.free_both(t))
             if self.p_fifo.notifies(t):
-                after.append(lambda ins: [self.p_fifo.consumed[a].set(ins) for a in range(2)])
+                after.append(self.p_fifo.credit_both)
         if not active:  # FIFO handshakes only
             self._issue(cube["MTE2"], "compute_pv", t, s, "handshake", waits, 0, after=after)
         else:
@@ -274,7 +274,7 @@ class BlockProgram:
             v_bytes = self.cube_s1 * self.head * FP16
 
             def load(ins: Instr) -> None:
-                p_tile = self.p_fifo.data[t % self.p_fifo.depth]
+                p_tile = self.p_fifo.data[t % self.p_fifo.depth][1]
                 self.l1_p.data[ins.slots["p"]] = p_tile[:, s * self.cube_s1:(s + 1) * self.cube_s1]
                 self.l1_v.data[ins.slots["v"]] = self.num.inputs.v[b.batch, b.kv_head, col0:col0 + self.cube_s1]
 
@@ -327,9 +327,9 @@ class BlockProgram:
 
         self._issue(cube["FIX"], "compute_pv", t, self.kf - 1, "FIXPIPE →pv_tile_fifo", waits,
                     self._gm(nbytes, "l0c_to_gm"), store,
-                    [lambda ins: [self.pv_fifo.claim(a, t, ins.label) for a in range(2)],
+                    [lambda ins: self.pv_fifo.claim_both(t, ins.label),
                      lambda ins: self.l0c_pv.release(acc.slots["c"], ins),
-                     lambda ins: [self.pv_fifo.ready[a].set(ins) for a in range(2)]], nbytes=nbytes)
+                     self.pv_fifo.signal_both], nbytes=nbytes)
 
     # ---- vector: compute_p and compute_gu -------------------------------------------------------
     def vector_program(self, a: int) -> None:
@@ -399,9 +399,12 @@ class BlockProgram:
 
         def store(ins: Instr) -> None:
             slot = t % self.p_fifo.depth
-            if self.p_fifo.data[slot] is None or self.p_fifo.data[slot].shape[1] != self.tile_s1:
-                self.p_fifo.data[slot] = np.empty((self.cube_s0, self.tile_s1), np.float16)
-            self.p_fifo.data[slot][row0:row0 + self.vec_s0] = self.ub_x_exp[a].data[v.slots["x"]]
+            # a fresh array per tile (the first AIV to store makes it): views the cube took of the
+            # previous tile stay valid, as copies in L1 would on the hardware
+            entry = self.p_fifo.data[slot]
+            if entry is None or entry[0] != t:
+                entry = self.p_fifo.data[slot] = (t, np.empty((self.cube_s0, self.tile_s1), np.float16))
+            entry[1][row0:row0 + self.vec_s0] = self.ub_x_exp[a].data[v.slots["x"]]
             self._dump("p_fifo", t, row0, self.ub_x_exp[a].data[v.slots["x"]], ins, slot)
 
         st_after: list = [lambda ins: self.p_fifo.claim(a, t, ins.label)] if r == 0 else []
