@@ -1,13 +1,16 @@
-"""Shared fixtures: reference data location and small config helpers."""
+"""Shared fixtures: the reference kernel's data files and small config helpers."""
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
 
 from tfa_sim.config import build_config, load_config
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference_case_H128_S0_128_S1_1024"
+#: The reference kernel's own data generator output for (HEAD 128, S0 128, S1 1024, TILE_S1 256), generated as the
+#: first case after seeding: raw little-endian arrays, each gzip-compressed (tests/data/README.md).
+REFERENCE_DATA = Path(__file__).resolve().parent / "data" / "reference_case_H128_S0_128_S1_1024"
 REFERENCE_CASES = [
     "case_float_H_128_S0_128_S1_1024", "case_float_H_128_S0_128_S1_2048", "case_float_H_128_S0_128_S1_8192",
     "case_float_H_128_S0_512_S1_1024", "case_float_H_128_S0_512_S1_2048", "case_float_H_128_S0_512_S1_8192",
@@ -33,7 +36,11 @@ def extra_config(name: str):
 
 
 @pytest.fixture(scope="session")
-def reference_dir() -> Path:
-    if not REFERENCE_DIR.is_dir():
-        pytest.fail(f"reference data missing at {REFERENCE_DIR}: clone the project next to shared/")
-    return REFERENCE_DIR
+def reference_dir(tmp_path_factory) -> Path:
+    """The reference files, decompressed once per session into a temporary directory."""
+    files = sorted(REFERENCE_DATA.glob("*.bin.gz"))
+    assert files, f"reference data missing in {REFERENCE_DATA}"
+    out = tmp_path_factory.mktemp("reference_case")
+    for path in files:
+        (out / path.name[:-3]).write_bytes(gzip.decompress(path.read_bytes()))
+    return out

@@ -16,7 +16,17 @@ from typing import Any
 
 from tfa_sim.errors import InputError
 
-CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+def _config_dir() -> Path:
+    """The shipped configs: ``tfa_sim/configs`` in an installed wheel, the top-level ``configs/``
+    of a source checkout or editable install (pyproject.toml maps one onto the other)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "configs"
+    return installed if (installed / "hw").is_dir() else here.parent / "configs"
+
+
+CONFIG_DIR = _config_dir()
 DEFAULT_CASE = "case_float_H_128_S0_128_S1_1024"
 
 
