@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 
 from tfa_sim.backends import get_backend  # noqa: E402
 from tfa_sim.config import load_config  # noqa: E402
-from tfa_sim.engine.chip import simulate  # noqa: E402
-from tfa_sim.engine.program import Numerics  # noqa: E402
+from tfa_sim.simulation import simulate  # noqa: E402
+from tfa_sim.stages.block_kernel import Numerics  # noqa: E402
 from tfa_sim.functional import run_functional  # noqa: E402
 from tfa_sim.hardware import load_hardware  # noqa: E402
 from tfa_sim.inputs import generate_inputs  # noqa: E402

@@ -10,7 +10,7 @@ import sys
 import time
 
 from tfa_sim.config import load_config
-from tfa_sim.engine.chip import simulate
+from tfa_sim.simulation import simulate
 from tfa_sim.hardware import load_hardware
 
 

@@ -32,11 +32,10 @@ def test_fitted_stage_costs_match_the_library_model(stage):
 def test_stage_costs_follow_the_cost_formulas():
     """compute_qk per logical tile = 2 × (K load + extract + matmul + store), from the preset's numbers."""
     hw = presets()["910b2"]
-    p = hw.params
-    lat = p["gm"]["latency"]
+    move, lat = hw.move, hw.gm.latency
     k_bytes, out_bytes = 128 * 128 * 2, 128 * 128 * 4
-    per_sub = (k_bytes / p["move"]["gm_to_l1"] + lat + 128 * 128 * 2 / p["move"]["l1_to_l0a"]
-               + k_bytes / p["move"]["l1_to_l0b"] + 8 * 8 * 8 + p["cube"]["matmul_overhead"]
-               + out_bytes / p["move"]["l0c_to_gm"] + lat)
-    q_load = (128 * 128 * 2 / p["move"]["gm_to_l1"] + lat) / 16  # once per block of 16 tiles
+    per_sub = (k_bytes / move.gm_to_l1 + lat + 128 * 128 * 2 / move.l1_to_l0a
+               + k_bytes / move.l1_to_l0b + 8 * 8 * 8 + hw.cube.matmul_overhead
+               + out_bytes / move.l0c_to_gm + lat)
+    q_load = (128 * 128 * 2 / move.gm_to_l1 + lat) / 16  # once per block of 16 tiles
     assert stage_costs(hw)["compute_qk"] == pytest.approx(2 * per_sub + q_load, rel=1e-9)

@@ -10,7 +10,7 @@ import pytest
 
 from tfa_sim.check import check_run
 from tfa_sim.config import load_config
-from tfa_sim.functional import softmax_scale
+from tfa_sim.numerics import softmax_scale
 from tfa_sim.numerics import exp_tfa
 from tfa_sim.runner import run
 

@@ -15,8 +15,8 @@ from tfa_sim.backends import get_backend
 from tfa_sim.blocks import make_blocks
 from tfa_sim.config import HardwareConfig, ScheduleConfig, build_config, load_config
 from tfa_sim.costs import Costs
-from tfa_sim.engine.chip import simulate
-from tfa_sim.engine.program import Numerics
+from tfa_sim.simulation import simulate
+from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.errors import InputError, ScheduleError
 from tfa_sim.functional import run_functional
 from tfa_sim.hardware import load_hardware
@@ -105,13 +105,9 @@ def test_random_legal_configs_match_functional(config):
 def ideal_hardware(config):
     """No contention and no sync cost: infinite bandwidth, zero latency and overheads, free moves."""
     hw = load_hardware(config.hardware)
-    p = {k: dict(v) for k, v in hw.params.items()}
-    for path in p["move"]:
-        p["move"][path] = float("inf")
-    p["gm"].update(bandwidth=float("inf"), latency=0.0)
-    p["sync"]["flag_latency"] = 0.0
-    p["overhead"].update(launch=0.0, block_dispatch=0.0)
-    return dataclasses.replace(hw, params=p, cube_cores=1, vector_cores=2)
+    free_moves = {f"move.{f.name}": float("inf") for f in dataclasses.fields(hw.move)}
+    return hw.with_values({**free_moves, "gm.bandwidth": float("inf"), "gm.latency": 0.0, "sync.flag_latency": 0.0,
+                           "overhead.launch": 0.0, "overhead.block_dispatch": 0.0}).with_cores(1)
 
 
 def two_resource_recurrence(config, costs):
@@ -172,10 +168,10 @@ def test_gm_contention_emerges_from_traffic():
     """Same blocks, same chip bandwidth: 24 cores at once share it, one core alone barely touches it."""
     config = load_config(overrides=["numerics.enabled=false", "case.s0=3072", "case.s1=2048"])
     hw = load_hardware(config.hardware)
-    narrow = dataclasses.replace(hw, params={**hw.params, "gm": {**hw.params["gm"], "bandwidth": 600.0}})
+    narrow = hw.with_values({"gm.bandwidth": 600.0})
     per_block, gm_stall = {}, {}
     for cores in (1, 24):
-        chip = dataclasses.replace(narrow, cube_cores=cores, vector_cores=2 * cores)
+        chip = narrow.with_cores(cores)
         r = simulate(config, chip, None, log_events=False)
         per_block[cores] = r.total_cycles / r.waves
         gm_stall[cores] = sum(s["gm"] for s in r.stats.stalls.values()) / r.blocks
@@ -233,7 +229,7 @@ def test_fifo_overwrite_is_a_hazard(tmp_path):
     config = load_config(overrides=["numerics.enabled=false", "case.s1=4096", "schedule.cv_fifo_size=2",
                                     "schedule.qk_preload=2", "schedule.cv_fifo_cons_sync_period=8"])
     hw = load_hardware(config.hardware)
-    slow_vector = dataclasses.replace(hw, params={**hw.params, "vector": {**hw.params["vector"], "repeat_scale": 8.0}})
+    slow_vector = hw.with_values({"vector.repeat_scale": 8.0})
     with pytest.raises(ScheduleError, match=r"qk_tile_fifo slot 0 .* overwritten by FIXPIPE"):
         simulate(config, slow_vector, None, log_events=False)
 
@@ -241,18 +237,17 @@ def test_fifo_overwrite_is_a_hazard(tmp_path):
 def test_flag_waited_more_often_than_set_is_diagnosed():
     import simpy
 
-    from tfa_sim.buffers.slots import Flag
+    from tfa_sim.buffers.pools import Flag
     from tfa_sim.engine.diagnose import deadlock_report
     from tfa_sim.engine.pipes import Instr, Pipe, Stats
 
     env = simpy.Environment()
-    flag = Flag(env, "core0.p_tile_fifo.ready[aiv0]")
     producer = Pipe(env, "core0.veccore0", "MTE3", Stats(False))
     consumer = Pipe(env, "core0.cubecore0", "MTE2", Stats(False))
-    flag.owner_pipe = producer
-    producer.issue(Instr("compute_p", 0, 0, 0, "TSTORE", [], 10, after=[lambda ins: flag.set()]))
+    flag = Flag(env, "core0.p_tile_fifo.ready[aiv0]", owner_pipe=producer)
+    producer.issue(Instr(producer, "compute_p", 0, 0, 0, "TSTORE", 10, then=(flag.set,)))
     for t in range(2):
-        consumer.issue(Instr("compute_pv", 0, t, 0, "TLOAD P", [("data", flag, None)], 5))
+        consumer.issue(Instr(consumer, "compute_pv", 0, t, 0, "TLOAD P", 5, waits=(flag,)))
     env.run()
 
     class Stuck:

@@ -14,7 +14,7 @@ import pytest
 
 from tfa_sim.analysis import critical_path_report, plan
 from tfa_sim.config import load_config
-from tfa_sim.engine.chip import simulate
+from tfa_sim.simulation import simulate
 from tfa_sim.engine.report import timing_summary
 from tfa_sim.hardware import load_hardware
 from tfa_sim.outputs import read_events, read_summary
@@ -158,12 +158,11 @@ def test_critical_path_equals_makespan_when_resources_are_not_the_bound():
     ever waits for data, and the longest path of the task graph is the makespan."""
     config = one_tile_config(qk_preload=1)
     hw = load_hardware(config.hardware)
-    free_moves = {k: float("inf") for k in hw.params["move"]}
-    hw = dataclasses.replace(hw, params={**hw.params, "move": free_moves,
-                                         "gm": {"latency": 0.0, "bandwidth": float("inf")}})
+    free_moves = {f"move.{f.name}": float("inf") for f in dataclasses.fields(hw.move)}
+    hw = hw.with_values({**free_moves, "gm.latency": 0.0, "gm.bandwidth": float("inf")})
     r = simulate(config, hw, None)
-    o = hw.params["overhead"]
-    assert o["launch"] > 0 and o["block_dispatch"] > 0 and hw.params["sync"]["flag_latency"] > 0
+    o = dataclasses.asdict(hw.overhead)
+    assert o["launch"] > 0 and o["block_dispatch"] > 0 and hw.sync.flag_latency > 0
     cp = critical_path_report(r.stats.events, o["launch"], o["block_dispatch"])
     assert cp["length_cycles"] == pytest.approx(r.total_cycles, abs=1e-3)  # the report rounds to 1e-3
     # with 8 tiles the M pipe serialises independent QK and PV work: the path is shorter than the run
@@ -185,7 +184,7 @@ def test_critical_path_equals_makespan_when_resources_are_not_the_bound():
 def test_report_names_a_deliberately_slow_pipe(section, key, value, bound):
     config = load_config(overrides=["numerics.enabled=false", "case.s1=4096"])
     hw = load_hardware(config.hardware)
-    slow = dataclasses.replace(hw, params={**hw.params, section: {**hw.params[section], key: value}})
+    slow = hw.with_values({f"{section}.{key}": value})
     summary = timing_summary(simulate(config, slow, None, log_events=False), config)
     assert summary["bound_pipe"] == bound, summary["pipe_busy_mean"]
 

@@ -26,10 +26,18 @@ class Block:
     cube_s1: int
     tile_s1: int
 
+    def col0(self, t: int, sub: int) -> int:
+        """First S1 column of sub-tile ``sub`` of logical tile ``t``."""
+        return t * self.tile_s1 + sub * self.cube_s1
+
     def sub_tile_active(self, t: int, sub: int) -> bool:
         """False for a cube sub-tile entirely above the diagonal: its load and matmul are skipped."""
         col0 = t * self.tile_s1 + sub * self.cube_s1
         return not self.causal or col0 <= self.row0 + self.cube_s0 - 1
+
+    def last_active_sub(self, t: int) -> int:
+        """The last sub-tile of tile t that is computed (active sub-tiles are a prefix of the tile)."""
+        return self.active_cols(t) // self.cube_s1 - 1
 
     def active_cols(self, t: int) -> int:
         """Columns of tile t covered by active sub-tiles (a prefix of the tile)."""

@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.config import CONFIG_DIR, Config, build_config
-from tfa_sim.engine.chip import simulate
+from tfa_sim.simulation import simulate
 from tfa_sim.errors import InputError
 from tfa_sim.hardware import Hardware, load_hardware
 
 POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
 LIBRARY_STAGE_COSTS = {"compute_qk": 2487, "compute_p": 2489, "compute_pv": 1617, "compute_gu": 834}
-SYSTEM_PARAMS = (("gm", "bandwidth"), ("gm", "latency"), ("sync", "flag_latency"), ("overhead", "block_dispatch"))
+SYSTEM_PARAMS = ("gm.bandwidth", "gm.latency", "sync.flag_latency", "overhead.block_dispatch")
 #: Physical ranges the fit may not leave: chip GM/L2 bandwidth 0.5–20 KB/cycle (HBM alone is ≈ 0.9 KB/cycle at
 #: 1.8 GHz), GM access 20–1000 cycles (L2 hit 50, miss +150), a cross-core flag 10–2000 cycles, and a block
 #: dispatch of at most about a microsecond (the launch overhead, fitted per board, absorbs the rest).
@@ -82,18 +82,11 @@ def load_points(path: str | Path = POINTS_FILE) -> list[Point]:
                          f"{','.join(types)}") from None
 
 
-def with_params(hw: Hardware, values: dict[tuple[str, str], float]) -> Hardware:
-    params = {k: dict(v) for k, v in hw.params.items()}
-    for (section, key), value in values.items():
-        params[section][key] = float(value)
-    return dataclasses.replace(hw, params=params)
-
-
 def stage_costs(hw: Hardware) -> dict[str, float]:
     """Cycles per logical tile of each stage at the reference shape, one core, no contention."""
     config = build_config({"case": {"s1": 256 * STAGE_TILES}, "numerics": {"enabled": False},
                            "hardware": {"preset": hw.name}})
-    one_core = dataclasses.replace(hw, cube_cores=1, vector_cores=2)
+    one_core = hw.with_cores(1)
     result = simulate(config, one_core, None, log_events=True)
     total: dict[str, float] = defaultdict(float)
     for e in result.stats.events:
@@ -107,8 +100,7 @@ def predict(points: list[Point], presets: dict[str, Hardware]) -> list[float]:
     for p in points:
         cfg = p.config()
         hw = presets[p.preset]
-        out.append(simulate(cfg, dataclasses.replace(hw, cube_cores=p.cores, vector_cores=2 * p.cores),
-                            None, log_events=False).time_us)
+        out.append(simulate(cfg, hw.with_cores(p.cores), None, log_events=False).time_us)
     return out
 
 
@@ -129,37 +121,37 @@ def fit(points: list[Point], progress: Any = None) -> dict[str, Any]:
     base = {n: load_hardware(build_config({"hardware": {"preset": n}}).hardware) for n in names}
     ref = base[names[0]]
 
-    def solve(stage: str, param: tuple[str, str], values: dict, lo: float, hi: float) -> float:
+    def solve(stage: str, param: str, values: dict, lo: float, hi: float) -> float:
         """The value of ``param`` at which ``stage`` costs what the library model says."""
         def gap(x: float) -> float:
-            return stage_costs(with_params(ref, {**values, param: x}))[stage] - LIBRARY_STAGE_COSTS[stage]
+            return stage_costs(ref.with_values({**values, param: float(x)}))[stage] - LIBRARY_STAGE_COSTS[stage]
         return brentq(gap, lo, hi, xtol=1e-3)
 
     def stage_fit(system_values: dict) -> dict[tuple[str, str], float]:
         """repeat_scale from compute_p, then l0c_to_gm from compute_qk, given the system parameters."""
         values = dict(system_values)
-        values[("vector", "repeat_scale")] = solve("compute_p", ("vector", "repeat_scale"), values, 0.01, 4.0)
-        values[("move", "l0c_to_gm")] = solve("compute_qk", ("move", "l0c_to_gm"), values, 16.0, 8192.0)
+        values["vector.repeat_scale"] = solve("compute_p", "vector.repeat_scale", values, 0.01, 4.0)
+        values["move.l0c_to_gm"] = solve("compute_qk", "move.l0c_to_gm", values, 16.0, 8192.0)
         return values
 
     measured = np.array([p.time_us for p in points])
 
     def system(x: np.ndarray) -> tuple[float, dict[str, Hardware], np.ndarray]:
-        values = stage_fit(dict(zip(SYSTEM_PARAMS, np.exp(x))))
-        zero_launch = {n: with_params(base[n], {**values, ("overhead", "launch"): 0.0}) for n in names}
+        values = stage_fit({k: float(v) for k, v in zip(SYSTEM_PARAMS, np.exp(x))})
+        zero_launch = {n: base[n].with_values({**values, "overhead.launch": 0.0}) for n in names}
         raw = np.array(predict(points, zero_launch))
         presets, pred = {}, raw.copy()
         for n in names:
             idx = np.array([p.preset == n for p in points])
             launch = _fit_launch(measured[idx], raw[idx], zero_launch[n].clock_mhz)
-            presets[n] = with_params(zero_launch[n], {("overhead", "launch"): launch})
+            presets[n] = zero_launch[n].with_values({"overhead.launch": launch})
             pred[idx] = raw[idx] + launch / zero_launch[n].clock_mhz
         mape = float(np.mean(np.abs(pred - measured) / measured))
         if progress:
             progress(mape)
         return mape, presets, pred
 
-    x1 = np.log([ref.params[s][k] for s, k in SYSTEM_PARAMS])
+    x1 = np.log([ref.value(k) for k in SYSTEM_PARAMS])
     bounds = [(np.log(lo), np.log(hi)) for lo, hi in SYSTEM_BOUNDS]
     sys_fit = minimize(lambda x: system(x)[0], np.clip(x1, *np.array(bounds).T), method="Nelder-Mead",
                        bounds=bounds, options={"xatol": 1e-2, "fatol": 1e-4, "maxiter": 60})
@@ -175,8 +167,8 @@ def fit(points: list[Point], progress: Any = None) -> dict[str, Any]:
     }
 
 
-FITTED = [("vector", "repeat_scale"), ("move", "l0c_to_gm"), ("gm", "bandwidth"), ("gm", "latency"),
-          ("sync", "flag_latency"), ("overhead", "launch"), ("overhead", "block_dispatch")]
+FITTED = ["vector.repeat_scale", "move.l0c_to_gm", "gm.bandwidth", "gm.latency", "sync.flag_latency",
+          "overhead.launch", "overhead.block_dispatch"]
 
 
 def _rewrite_preset(hw: Hardware, path: Path, note: str) -> None:
@@ -188,9 +180,9 @@ def _rewrite_preset(hw: Hardware, path: Path, note: str) -> None:
         if stripped.startswith("[") and "]" in stripped:
             section = stripped[1:stripped.index("]")]
         key = stripped.split("=", 1)[0].strip() if "=" in stripped else None
-        if key and (section, key) in FITTED:
+        if key and f"{section}.{key}" in FITTED:
             comment = line[line.index("#"):] if "#" in line else ""
-            line = f"{key} = {hw.params[section][key]:.6g}".ljust(22) + " " + comment
+            line = f"{key} = {hw.value(f'{section}.{key}'):.6g}".ljust(22) + " " + comment
         out.append(line)
     out = [ln for ln in out if not ln.startswith("# Calibrated")]
     out.insert(2, f"# Calibrated: {note}")
@@ -212,10 +204,10 @@ def write_presets(result: dict[str, Any], directory: Path | None) -> list[Path]:
     for name in preset_names():
         hw = load_hardware(build_config({"hardware": {"preset": name}}).hardware)
         source = fitted.get(name, donor)
-        values = {key: source.params[key[0]][key[1]] for key in FITTED}
+        values = {key: source.value(key) for key in FITTED}
         if name == "910b4" and name not in fitted:
-            values[("gm", "bandwidth")] /= 2
-        hw = with_params(hw, values)
+            values["gm.bandwidth"] /= 2
+        hw = hw.with_values(values)
         path = (directory or CONFIG_DIR / "hw") / f"{name}.toml"
         _rewrite_preset(hw, path, note + ("" if name in fitted else f" (no measured points: values of {donor.name})"))
         written.append(path)

@@ -51,25 +51,22 @@ class Costs:
     """Cycle costs for one hardware preset."""
 
     def __init__(self, hw: Hardware) -> None:
-        p = hw.params
-        self.cube = p["cube"]
-        self.vec = p["vector"]
-        self.move = p["move"]
-        self.gm = p["gm"]
-        self.sync = p["sync"]
-        self.overhead = p["overhead"]
+        self.hw = hw
+        self.cube = hw.cube
+        self.vec = hw.vector
+        self.move = hw.move
         self._cache: dict[tuple, float] = {}
 
-    def matmul(self, m: int, n: int, k: int, cube_k: int) -> int:
+    def matmul(self, m: int, n: int, k: int, cube_k: int) -> float:
         """TMATMUL cycles of an M×K·K×N product split into K-panels of ``cube_k``."""
-        f = self.cube["fractal"]
+        f = self.cube.fractal
         panels = math.ceil(k / cube_k)
-        per_panel = math.ceil(m / f) * math.ceil(cube_k / f) * math.ceil(n / f) + self.cube["matmul_overhead"]
+        per_panel = math.ceil(m / f) * math.ceil(cube_k / f) * math.ceil(n / f) + self.cube.matmul_overhead
         return panels * per_panel
 
     def extract(self, nbytes_l0a: int, nbytes_l0b: int) -> float:
         """TEXTRACT L1→L0A and L1→L0B of one sub-tile's panels (one MTE1 group)."""
-        return nbytes_l0a / self.move["l1_to_l0a"] + nbytes_l0b / self.move["l1_to_l0b"]
+        return nbytes_l0a / self.move.l1_to_l0a + nbytes_l0b / self.move.l1_to_l0b
 
     def compute_p(self, rows: int, cols: int, first: bool, masked: bool) -> float:
         """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
@@ -88,14 +85,14 @@ class Costs:
     def vector(self, ops: tuple[VectorOp, ...]) -> float:
         """Cycles of a sequence of vector instructions."""
         v = self.vec
-        per_instr = {"unary": (v["startup_unary"], v["completion"], v["per_repeat_unary"]),
-                     "binary": (v["startup_binary"], v["completion"], v["per_repeat_binary"]),
-                     "reduce": (v["startup_binary"], v["completion"], v["per_repeat_binary"]),
-                     "exp": (v["startup_unary"], v["completion_exp"], v["per_repeat_exp"])}
+        per_instr = {"unary": (v.startup_unary, v.completion, v.per_repeat_unary),
+                     "binary": (v.startup_binary, v.completion, v.per_repeat_binary),
+                     "reduce": (v.startup_binary, v.completion, v.per_repeat_binary),
+                     "exp": (v.startup_unary, v.completion_exp, v.per_repeat_exp)}
         total = 0.0
         for op in ops:
             startup, completion, per_repeat = per_instr[op.kind]
-            repeats = math.ceil(op.elements * FP32 / v["repeat_bytes"])
-            instrs = math.ceil(repeats / v["max_repeats"])
-            total += instrs * (startup + completion) + repeats * per_repeat * v["repeat_scale"]
+            repeats = math.ceil(op.elements * FP32 / v.repeat_bytes)
+            instrs = math.ceil(repeats / v.max_repeats)
+            total += instrs * (startup + completion) + repeats * per_repeat * v.repeat_scale
         return total

@@ -13,17 +13,12 @@ from tfa_sim.backends import Backend
 from tfa_sim.blocks import Block, make_blocks
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
-from tfa_sim.stages.compute_gu import compute_gu, finalize
-from tfa_sim.stages.compute_p import compute_p
-from tfa_sim.stages.compute_pv import compute_pv
-from tfa_sim.stages.compute_qk import compute_qk
+from tfa_sim.numerics import softmax_scale
+from tfa_sim.stages.compute_gu import update
+from tfa_sim.stages.compute_p import softmax
+from tfa_sim.stages.compute_pv import pv_tile
 
 F32 = np.float32
-
-
-def softmax_scale(head: int) -> np.float32:
-    """s = 1/sqrt(HEAD), computed in float64 and rounded once to fp32."""
-    return F32(1.0 / np.sqrt(head))
 
 
 @dataclass(frozen=True)
@@ -65,22 +60,25 @@ def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
     v = inputs.v[block.batch, block.kv_head]
     m = np.empty(cube_s0, F32)
     l = np.empty(cube_s0, F32)
-    running_o: list[np.ndarray | None] = [None, None]
+    running_o = np.empty((cube_s0, head), F32)
+    last = block.tiles - 1
     for t in range(block.tiles):
         cols = slice(t * tile_s1, (t + 1) * tile_s1)
-        qk_tile = np.concatenate([compute_qk(backend, block, q_block, k[t * tile_s1 + s * cube_s1:][:cube_s1], t, s)
-                                  for s in range(t_cfg.k_tile_factor)], axis=1)
+        qk_tile = np.zeros((cube_s0, tile_s1), F32)  # sub-tiles above the causal diagonal stay +0
+        for s in range(t_cfg.k_tile_factor):
+            if block.sub_tile_active(t, s):
+                c0 = block.col0(t, s)
+                qk_tile[:, s * cube_s1:(s + 1) * cube_s1] = backend.compute_qk(q_block, k[c0:c0 + cube_s1])
         x_exp = np.empty((cube_s0, tile_s1), np.float16)
         exp_max = np.empty(cube_s0, F32)
         for r0 in range(0, cube_s0, vec_s0):  # AIV 0 owns rows [0, half), AIV 1 [half, cube_s0)
             sl = slice(r0, r0 + vec_s0)
-            res = compute_p(backend, block, qk_tile[sl], t, block.row0 + r0,
-                            None if t == 0 else m[sl], None if t == 0 else l[sl], scale)
-            x_exp[sl], exp_max[sl], m[sl], l[sl] = res
-        pv = compute_pv(backend, block, x_exp, v[cols], t)
+            x_exp[sl], exp_max[sl], m[sl], l[sl] = softmax(backend, block, t, block.row0 + r0, scale, qk_tile[sl],
+                                                           None if t == 0 else m[sl], None if t == 0 else l[sl])
+        pv = pv_tile(backend, block, t, x_exp, v[cols])
         for aiv in range(2):
             hs = slice(aiv * half, (aiv + 1) * half)
-            running_o[aiv] = compute_gu(backend, running_o[aiv], pv[hs], exp_max[hs])
+            running_o[hs] = update(backend, t == 0, t == last, running_o[hs], pv[hs], exp_max[hs], l[hs])
         if record is not None:
             idx = (block.batch, block.head)
             record.qk[idx][rows, cols] = qk_tile
@@ -89,9 +87,8 @@ def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
             record.pv[idx][t, rows] = pv
             record.m2_global_max[idx][t:, rows] = m
             record.l2_global_sum[idx][t:, rows] = l
-            record.running_o[idx][t:, rows] = np.concatenate(running_o)
-    return np.concatenate([finalize(backend, running_o[aiv], l[aiv * half:(aiv + 1) * half])
-                           for aiv in range(2)])
+            record.running_o[idx][t:, rows] = running_o
+    return running_o
 
 
 def run_functional(backend: Backend, config: Config, inputs: Inputs,

@@ -1,19 +1,93 @@
-"""Chip description: a preset TOML (configs/hw/NAME.toml) as a frozen dataclass."""
+"""Chip description: a preset TOML (``configs/hw/NAME.toml``) as typed, frozen dataclasses.
+
+A preset has a ``[chip]`` and a ``[buffers]`` table and one table per timing
+section (``cube``, ``vector``, ``move``, ``gm``, ``sync``, ``overhead``); every
+key of every section is required, every value must be a finite number of the
+right sign.  The timing model reads the sections as attributes
+(``hw.move.gm_to_l1``); calibration and tests change them with
+:meth:`Hardware.with_values` (``{"gm.bandwidth": 600.0}``).
+"""
 from __future__ import annotations
 
+import dataclasses
+import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tfa_sim.config import CONFIG_DIR, HardwareConfig
 from tfa_sim.errors import InputError
 
 
 @dataclass(frozen=True)
+class CubeParams:
+    """TMATMUL: ``ceil(M/f)·ceil(K/f)·ceil(N/f) + matmul_overhead`` cycles per CubeK panel."""
+
+    fractal: int
+    matmul_overhead: float
+
+
+@dataclass(frozen=True)
+class VectorParams:
+    """Vector instructions: ``startup + completion + repeats·per_repeat·repeat_scale`` (docs/timing.md)."""
+
+    repeat_bytes: int
+    max_repeats: int
+    startup_binary: float
+    startup_unary: float
+    completion: float
+    completion_exp: float
+    per_repeat_unary: float
+    per_repeat_binary: float
+    per_repeat_exp: float
+    repeat_scale: float
+
+
+@dataclass(frozen=True)
+class MoveParams:
+    """Per-core path rates in bytes per cycle."""
+
+    gm_to_l1: float
+    gm_to_ub: float
+    l1_to_l0a: float
+    l1_to_l0b: float
+    ub_to_gm: float
+    l0c_to_gm: float
+
+
+@dataclass(frozen=True)
+class GmParams:
+    """Chip-wide GM/L2 bandwidth (bytes per cycle, shared by all cores) and access latency (cycles)."""
+
+    bandwidth: float
+    latency: float
+
+
+@dataclass(frozen=True)
+class SyncParams:
+    """Cycles from a cross-core ``set_flag`` to the waiter seeing it."""
+
+    flag_latency: float
+
+
+@dataclass(frozen=True)
+class OverheadParams:
+    """Cycles from the kernel launch to the first block, and to start each block on a core."""
+
+    launch: float
+    block_dispatch: float
+
+
+#: The timing sections of a preset, by table name.
+SECTIONS: dict[str, type] = {"cube": CubeParams, "vector": VectorParams, "move": MoveParams, "gm": GmParams,
+                             "sync": SyncParams, "overhead": OverheadParams}
+
+
+@dataclass(frozen=True)
 class Hardware:
-    """Core counts, clock and per-core buffer sizes; ``params`` keeps the timing sections."""
+    """Core counts, clock, per-core buffer bytes and the timing sections of one chip."""
 
     name: str
     cube_cores: int
@@ -25,42 +99,130 @@ class Hardware:
     l0c: int
     ub: int
     ub_align: int
-    params: dict[str, Any] = field(default_factory=dict, compare=False)
+    cube: CubeParams
+    vector: VectorParams
+    move: MoveParams
+    gm: GmParams
+    sync: SyncParams
+    overhead: OverheadParams
     source: str = ""
+
+    def value(self, dotted: str) -> float:
+        """``hw.value("gm.bandwidth")``."""
+        section, key = dotted.split(".")
+        return getattr(getattr(self, section), key)
+
+    def with_values(self, values: Mapping[str, float]) -> Hardware:
+        """A copy with timing parameters replaced, e.g. ``{"gm.bandwidth": 600.0, "sync.flag_latency": 0}``."""
+        by_section: dict[str, dict[str, float]] = {}
+        for dotted, value in values.items():
+            section, key = dotted.split(".")
+            by_section.setdefault(section, {})[key] = value
+        return dataclasses.replace(self, **{s: dataclasses.replace(getattr(self, s), **kv)
+                                            for s, kv in by_section.items()})
+
+    def with_cores(self, cores: int) -> Hardware:
+        """The same chip with ``cores`` AI cores (each an AIC and two AIVs) in use."""
+        return dataclasses.replace(self, cube_cores=cores, vector_cores=2 * cores)
+
+
+@dataclass(frozen=True)
+class _ChipTable:
+    name: str
+    cube_cores: int
+    vector_cores: int
+    clock_mhz: float
+
+
+@dataclass(frozen=True)
+class _BufferTable:
+    l1: int
+    l0a: int
+    l0b: int
+    l0c: int
+    ub: int
+    ub_align: int
+
+
+#: Fields that must be strictly positive (counts, sizes, rates, divisors); the other numbers may be 0.
+POSITIVE = {"chip.cube_cores", "chip.vector_cores", "chip.clock_mhz", "cube.fractal", "vector.repeat_bytes",
+            "vector.max_repeats", "vector.repeat_scale", "gm.bandwidth",
+            *(f"buffers.{f.name}" for f in dataclasses.fields(_BufferTable)),
+            *(f"move.{f.name}" for f in dataclasses.fields(MoveParams))}
+
 
 
 @lru_cache(maxsize=32)
 def _read_preset(path: str, _mtime_ns: int) -> dict[str, Any]:
     """Parsed preset TOML; cached per file version (legality, runs and sweep points all read presets)."""
-    return tomllib.loads(Path(path).read_text())
+    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def preset_names() -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / "hw").glob("*.toml"))
 
 
-def load_hardware(cfg: HardwareConfig) -> Hardware:
-    """Read the preset or file named by ``cfg`` and apply ``cfg.cores``."""
+def _value(where: str, value: Any, kind: str, positive: bool) -> Any:
+    """``value`` checked against its field's type: a non-empty string, an integer or a finite number."""
+    if kind == "str":
+        if isinstance(value, str) and value:
+            return value
+        raise InputError(f"{where} = {value!r} must be a non-empty string")
+    ok = isinstance(value, int) if kind == "int" else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        what = "an integer" if kind == "int" else "a finite number"
+        raise InputError(f"{where} = {value!r} must be {what} {'> 0' if positive else '≥ 0'}")
+    return value
+
+
+def _section(data: dict[str, Any], name: str, cls: type, path: Path) -> Any:
+    table = data.get(name)
+    if not isinstance(table, dict):
+        raise InputError(f"hardware file {path}: [{name}] table missing; copy configs/hw/910b2.toml as a template")
+    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    missing, unknown = sorted(set(fields) - set(table)), sorted(set(table) - set(fields))
+    if missing or unknown:
+        raise InputError(f"hardware file {path}: [{name}] " + (f"misses {', '.join(missing)}" if missing else
+                         f"has unknown key(s) {', '.join(unknown)}") + "; copy configs/hw/910b2.toml as a template")
+    return cls(**{k: _value(f"hardware file {path}: {name}.{k}", table[k], kind, f"{name}.{k}" in POSITIVE)
+                  for k, kind in fields.items()})
+
+
+def parse_preset(data: dict[str, Any], path: Path) -> Hardware:
+    """A :class:`Hardware` from a parsed preset TOML, every key checked."""
+    chip = _section(data, "chip", _ChipTable, path)
+    buffers = _section(data, "buffers", _BufferTable, path)
+    timing = {name: _section(data, name, cls, path) for name, cls in SECTIONS.items()}
+    unknown = sorted(set(data) - {"chip", "buffers", *SECTIONS})
+    if unknown:
+        raise InputError(f"hardware file {path}: unknown table(s) {', '.join(unknown)}")
+    return Hardware(name=chip.name, cube_cores=chip.cube_cores, vector_cores=chip.vector_cores,
+                    clock_mhz=chip.clock_mhz, **dataclasses.asdict(buffers), **timing, source=str(path))
+
+
+def _preset_path(cfg: HardwareConfig) -> Path:
     if cfg.file:
         path = Path(cfg.file)
         if not path.is_file():
             raise InputError(f"hardware.file {cfg.file} not found; give a preset TOML path or use hardware.preset")
-    else:
-        path = CONFIG_DIR / "hw" / f"{cfg.preset}.toml"
-        if not path.is_file():
-            raise InputError(f"hardware.preset {cfg.preset!r} unknown; use one of {', '.join(preset_names())}")
+        return path
+    path = CONFIG_DIR / "hw" / f"{cfg.preset}.toml"
+    if cfg.preset not in preset_names():
+        raise InputError(f"hardware.preset {cfg.preset!r} unknown; use one of {', '.join(preset_names())}")
+    return path
+
+
+def load_hardware(cfg: HardwareConfig) -> Hardware:
+    """Read the preset or file named by ``cfg`` and apply ``cfg.cores``."""
+    path = _preset_path(cfg)
     try:
         data = _read_preset(str(path), path.stat().st_mtime_ns)
-        chip, buffers = data["chip"], data["buffers"]
-        hw = Hardware(name=chip["name"], cube_cores=chip["cube_cores"], vector_cores=chip["vector_cores"],
-                      clock_mhz=chip["clock_mhz"], l1=buffers["l1"], l0a=buffers["l0a"], l0b=buffers["l0b"],
-                      l0c=buffers["l0c"], ub=buffers["ub"], ub_align=buffers["ub_align"],
-                      params={k: dict(v) for k, v in data.items() if k not in ("chip", "buffers")},
-                      source=str(path))
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
-        raise InputError(f"hardware file {path} is malformed ({exc}); copy configs/hw/910b2.toml as a template") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"hardware file {path} does not parse ({exc}); copy configs/hw/910b2.toml as a "
+                         f"template") from None
+    except OSError as exc:
+        raise InputError(f"hardware file {path} cannot be read ({exc.strerror})") from None
+    hw = parse_preset(data, path)
     if cfg.cores < 0 or cfg.cores > hw.cube_cores:
         raise InputError(f"config error: hardware.cores={cfg.cores} outside 0..{hw.cube_cores} for {hw.name} (0 = all)")
-    if cfg.cores:
-        hw = Hardware(**{**hw.__dict__, "cube_cores": cfg.cores, "vector_cores": 2 * cfg.cores})
-    return hw
+    return hw.with_cores(cfg.cores) if cfg.cores else hw

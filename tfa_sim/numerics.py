@@ -40,6 +40,18 @@ EXP_X_MAX = F32(89.0)  # exp(89) overflows to +inf in fp32
 EXP_MAX_ULP = 1  # measured bound vs correctly rounded exp, see tests/test_exp_model.py
 
 
+def softmax_scale(head: int) -> np.float32:
+    """s = 1/sqrt(HEAD), computed in float64 and rounded once to fp32."""
+    return F32(1.0 / np.sqrt(head))
+
+
+def apply_causal_mask(x: np.ndarray, first_row: int, first_col: int) -> np.ndarray:
+    """Add ``MASK_VALUE`` (fp32 add) where column > row, as the kernel's diagonal tile does."""
+    rows = first_row + np.arange(x.shape[0])[:, None]
+    cols = first_col + np.arange(x.shape[1])[None, :]
+    return np.where(cols > rows, x + MASK_VALUE, x).astype(F32, copy=False)
+
+
 def to_fp16(x: np.ndarray) -> np.ndarray:
     """fp32 → fp16, round to nearest even (the only narrowing cast: ``x_exp``)."""
     with np.errstate(over="ignore"):  # |x| ≥ 65520 rounds to ±inf, as the hardware cast does

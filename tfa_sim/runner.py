@@ -1,6 +1,7 @@
 """``tfa-sim run``: config → inputs → kernel → golden comparison → run directory."""
 from __future__ import annotations
 
+import dataclasses
 import platform
 import shutil
 from dataclasses import dataclass, field
@@ -14,8 +15,8 @@ from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
 from tfa_sim.config import Config
 from tfa_sim.dumps import DumpRecorder, check_size, write_dumps
-from tfa_sim.engine.chip import simulate
-from tfa_sim.engine.program import Numerics
+from tfa_sim.simulation import simulate
+from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.engine.report import format_timing, timing_summary
 from tfa_sim.errors import InputError
 from tfa_sim.golden import kernel_golden, reference_attention
@@ -81,7 +82,7 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
                          "(numerics.enabled=false)")
     sim = simulate(config, hw, numerics, log_events=event_log)
     summary.update(timing_summary(sim, config))
-    summary["overhead"] = dict(hw.params["overhead"])
+    summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
     if numerics is not None:
         vs_fp64 = compare(numerics.out, reference_attention(numerics.inputs, config))
@@ -119,8 +120,7 @@ def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
 
     out: dict[str, Any] = {"bubbles": bubbles(sim.stats.pipes, sim.total_cycles)}
     if sim.stats.events is not None:
-        overhead = hw.params["overhead"]
-        cp = critical_path_report(sim.stats.events, overhead["launch"], overhead["block_dispatch"])
+        cp = critical_path_report(sim.stats.events, hw.overhead.launch, hw.overhead.block_dispatch)
         cp.pop("path", None)
         if "length_cycles" in cp:
             cp["fraction_of_makespan"] = round(cp["length_cycles"] / sim.total_cycles, 4)

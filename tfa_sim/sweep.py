@@ -167,7 +167,7 @@ def points(sweep: Sweep) -> list[dict[str, Any]]:
 def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: str = "time_us") -> dict[str, Any]:
     """Simulate one point (in a worker): the row that goes into results.jsonl."""
     from tfa_sim.buffers.capacity import buffer_use
-    from tfa_sim.engine.chip import simulate
+    from tfa_sim.simulation import simulate
     from tfa_sim.engine.report import timing_summary
     from tfa_sim.hardware import load_hardware
 
@@ -198,7 +198,7 @@ def _numerics(config):
     import numpy as np
 
     from tfa_sim.backends import get_backend
-    from tfa_sim.engine.program import Numerics
+    from tfa_sim.stages.block_kernel import Numerics
     from tfa_sim.inputs import generate_inputs
 
     c = config.case

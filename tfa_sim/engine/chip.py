@@ -3,24 +3,49 @@
 Core c runs blocks c, c+N, c+2N, … (the kernel's ``for block = coreIdx;
 block < total; block += coreNum``), one after another.  Time 0 is the kernel
 launch; cores start after the launch overhead and pay a dispatch overhead
-per block.  A run that stops with work left is a deadlock (exit 3).
+per block.  What a block does comes from a :class:`Kernel` (the stage
+programs of ``tfa_sim.stages``); the chip only runs it.  A run that stops
+with work left is a deadlock (exit 3).
 """
 from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
+from typing import Any, Hashable, Iterator, Protocol, Sequence
 
 import simpy
 
-from tfa_sim.blocks import Block, make_blocks
-from tfa_sim.config import Config
-from tfa_sim.costs import Costs
+from tfa_sim.engine.core import Core
 from tfa_sim.engine.diagnose import deadlock_report
 from tfa_sim.engine.gm import GlobalMemory
-from tfa_sim.engine.pipes import Stats
-from tfa_sim.engine.program import BlockProgram, Core, Numerics
+from tfa_sim.engine.issue import IssueStream, Program
+from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.errors import ScheduleError
 from tfa_sim.hardware import Hardware
+
+
+class BlockRun(Protocol):
+    """One block on one core: its units' programs, and the check at its end."""
+
+    programs: Sequence[Program]
+
+    def finish(self) -> None:
+        """Called when every program has completed: check the buffers are clean, drop the tiles."""
+
+    def restart(self, block: Any) -> None:
+        """Reset the buffers for ``block``, whose programs replay this run's template."""
+
+
+class Kernel(Protocol):
+    """What the chip runs: the blocks in dispatch order, and how a block starts on a core."""
+
+    stages: Sequence[str]
+    blocks: Sequence[Any]
+
+    def start(self, env: simpy.Environment, core: Core, block: Any, stats: Stats) -> BlockRun: ...
+
+    def template_key(self, block: Any) -> Hashable | None:
+        """Blocks with equal keys issue the same instructions on the same buffers (None: never replay)."""
 
 
 @dataclass
@@ -38,37 +63,52 @@ class SimResult:
         return self.total_cycles / self.clock_mhz
 
 
-def dispatch(blocks: list[Block], cores: int) -> list[list[Block]]:
+def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:
     """Blocks of each core in execution order (round-robin, waves of ``cores`` blocks)."""
-    return [blocks[c::cores] for c in range(cores)]
+    return [list(blocks[c::cores]) for c in range(cores)]
 
 
-def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True) -> SimResult:
-    """Run the whole kernel once; fills ``numerics.out`` when numerics are on."""
-    costs = Costs(hw)
+def run_chip(kernel: Kernel, hw: Hardware, log_events: bool = True) -> SimResult:
+    """Run the whole kernel once on ``hw``."""
     env = simpy.Environment()
-    stats = Stats(log_events)
-    gm = GlobalMemory(costs.gm["bandwidth"], costs.gm["latency"])
-    blocks = make_blocks(config)
+    stats = Stats(log_events, kernel.stages)
+    gm = GlobalMemory(hw.gm.bandwidth, hw.gm.latency)
+    blocks = kernel.blocks
     n_cores = min(hw.cube_cores, len(blocks))
     cores = [Core(env, i, stats, gm) for i in range(n_cores)]
     ends = [0.0] * n_cores
 
-    def run_core(core: Core, queue: list[Block]):
-        yield env.timeout(costs.overhead["launch"])
+    def run_core(core: Core, queue: list[Any]) -> Iterator[simpy.Event]:
+        templates: dict[Hashable, tuple[BlockRun, list[list[Instr]]]] = {}
+        yield env.timeout(hw.overhead.launch)
         for block in queue:
-            yield env.timeout(costs.overhead["block_dispatch"])
-            program = BlockProgram(env, core, block, config, hw, costs, numerics)
-            end = program.issue()
-            yield end.done
-            program.check_clean()
-            program.close()
+            yield env.timeout(hw.overhead.block_dispatch)
+            key = kernel.template_key(block)
+            cached = templates.get(key) if key is not None else None
+            if cached is None:
+                run = kernel.start(env, core, block, stats)
+                streams = [IssueStream() for _ in run.programs]
+                for stream, program in zip(streams, run.programs):
+                    stream.run(program, record=key is not None)
+                if key is not None:
+                    templates[key] = (run, [stream.issued for stream in streams])
+            else:
+                run, recorded = cached
+                run.restart(block)
+                streams = [IssueStream() for _ in recorded]
+                for stream, template in zip(streams, recorded):
+                    stream.replay(template, block.index)
+            for stream in streams:
+                done = stream.done()
+                if done is not None:
+                    yield done
+            run.finish()
         ends[core.index] = env.now
 
     procs = [env.process(run_core(core, q)) for core, q in zip(cores, dispatch(blocks, n_cores))]
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
     # a fifth of the wall time on large runs.  Blocks drop their tiles when they end
-    # (BlockProgram.close), so what stays uncollected until the end is small.
+    # (BlockRun.finish), so what stays uncollected until the end is small.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -80,5 +120,4 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     if stuck:
         raise ScheduleError(deadlock_report(env.now, stuck))
     return SimResult(total_cycles=max(ends), clock_mhz=hw.clock_mhz, cores_used=n_cores,
-                     blocks=len(blocks), waves=-(-len(blocks) // n_cores), stats=stats,
-                     gm_bytes=gm.bytes)
+                     blocks=len(blocks), waves=-(-len(blocks) // n_cores), stats=stats, gm_bytes=gm.bytes)

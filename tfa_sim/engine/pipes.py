@@ -2,50 +2,78 @@
 
 A :class:`Pipe` (MTE2, MTE1, M, FIX on the cube; MTE2, V, MTE3 on a vector
 core) executes :class:`Instr` groups strictly in issue order.  An instruction
-starts once the pipe is free and all its waits have triggered — earlier
-instructions' completion (a hand-off flag), a buffer slot, a cross-core flag
-— then occupies the pipe for its cost in cycles (one SimPy event at its end).
+starts once the pipe is free and all its waits have triggered, in the order
+listed — an earlier instruction's completion (an intra-core hand-off), a
+buffer :class:`~tfa_sim.buffers.pools.Slot`, a cross-core
+:class:`~tfa_sim.buffers.pools.Flag` — then occupies the pipe for its cost in
+cycles (one SimPy event at its end).  When it completes, its ``op`` moves or
+computes the real tiles (numerics on) and its ``then`` effects release slots
+and set flags.  The engine knows no stage by name: stages are labels here.
 """
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import simpy
 
-from tfa_sim.buffers.slots import Granted, PingPong, Pool
+from tfa_sim.buffers.pools import Granted, Pool, Slot
+from tfa_sim.engine.simpy_adapter import call_at, now
+from tfa_sim.units import parse_unit
 
 FINISHED = Granted(None)
 
 #: Why a pipe waited before an instruction could start (stall breakdown keys).
 CAUSES = ("data", "slot", "credit", "gm")
-STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")
+
+#: A completion effect: called with the instruction that completes (a bound method of a buffer).
+Effect = Callable[["Instr"], None]
+
+
+class GmMove:
+    """The cost of a GM transfer: ``nbytes`` at the core's path ``rate``, through the shared GM."""
+
+    __slots__ = ("nbytes", "rate")
+
+    def __init__(self, nbytes: int, rate: float) -> None:
+        self.nbytes, self.rate = nbytes, rate
 
 
 class Instr:
-    """One instruction group: a TLOAD, a TEXTRACT, a TMATMUL, a fixpipe store, a vector op sequence."""
+    """One instruction group: a TLOAD, a TEXTRACT, a TMATMUL, a fixpipe store, a vector op sequence.
 
-    __slots__ = ("stage", "block", "tile", "sub", "kind", "waits", "cost", "action", "after", "_done",
-                 "waiters", "finished", "pipe", "slots", "nbytes", "flops", "start", "end", "id", "deps")
+    ``waits`` are Instr (data hand-off), Slot (take a buffer slot) or Flag (a
+    cross-core flag) in the order the hardware meets them; ``cost`` is cycles
+    or a :class:`GmMove`; ``op`` the data steps (numerics on, else None);
+    ``then`` the effects at completion, in order.
+    """
 
-    def __init__(self, stage: str, block: int, tile: int, sub: int, kind: str,
-                 waits: list[tuple[str, Any, str | None]], cost: float | GmMove,
-                 action: Callable[[Instr], None] | None = None, after: list[Callable[[Instr], None]] | None = None,
+    __slots__ = ("pipe", "stage", "block", "tile", "sub", "kind", "waits", "cost", "op", "then", "nbytes",
+                 "flops", "_done", "waiters", "finished", "start", "end", "id", "deps")
+
+    def __init__(self, pipe: Pipe, stage: str, block: int, tile: int, sub: int, kind: str, cost: float | GmMove,
+                 waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
                  nbytes: int = 0, flops: int = 0) -> None:
+        self.pipe = pipe
         self.stage, self.block, self.tile, self.sub, self.kind = stage, block, tile, sub, kind
-        self.waits = waits  # (cause, Instr | Pool, key for the granted slot or None)
         self.cost = cost
-        self.action = action
-        self.after = after or []
+        self.waits = waits
+        self.op = op
+        self.then = then
+        self.nbytes, self.flops = nbytes, flops
         self._done: simpy.Event | None = None
         self.waiters: list[Pipe] | None = None  # pipes blocked on this instruction's completion
         self.finished = False
-        self.pipe: Pipe | None = None
-        self.slots: dict[str, int] = {}
-        self.nbytes, self.flops = nbytes, flops
         self.start = self.end = 0.0
         self.id = -1  # numbered when executed (event log)
         self.deps: list[tuple[Instr, str, float, str]] | None = None  # (predecessor, cause, latency, via) if logging
+
+    def reset(self, block: int) -> None:
+        """Make the instruction ready to run again, for ``block`` (a replayed program template)."""
+        self.block = block
+        self._done = self.waiters = self.deps = None
+        self.finished = False
+        self.id = -1
 
     @property
     def label(self) -> str:
@@ -60,25 +88,6 @@ class Instr:
         if self._done is None:
             self._done = self.pipe.env.event()
         return self._done
-
-
-class _Done(simpy.Event):
-    """The end of an instruction's occupancy: a bare event with one callback (cheaper than a Timeout)."""
-
-    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
-        self.env = env
-        self.callbacks = [callback]
-        self._value = None
-        self._ok = True
-
-
-class GmMove:
-    """The cost of a GM transfer: ``nbytes`` at the core's path ``rate``, through the shared GM."""
-
-    __slots__ = ("nbytes", "rate")
-
-    def __init__(self, nbytes: int, rate: float) -> None:
-        self.nbytes, self.rate = nbytes, rate
 
 
 class Record(NamedTuple):
@@ -103,19 +112,20 @@ class Record(NamedTuple):
 class Stats:
     """Aggregates shared by all pipes of a run: busy cycles, stalls, and the event log."""
 
-    def __init__(self, log_events: bool) -> None:
+    def __init__(self, log_events: bool, stages: Iterable[str] = ()) -> None:
+        self.stages = tuple(stages)  # the kernel's stage names, in report order
         self.pipes: list[Pipe] = []
-        self.pools: list[Any] = []  # PingPong / GmFifo objects with occupancy samples (when logging)
+        self.pools: list[Any] = []  # pools / FIFOs with occupancy samples (when logging)
         self.next_id = 0
         self.events: list[Record] | None = [] if log_events else None
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
         """Stall cycles per stage and cause (data, slot, credit, gm), summed over pipes."""
-        out = {s: dict.fromkeys(CAUSES, 0.0) for s in STAGES}
+        out = {s: dict.fromkeys(CAUSES, 0.0) for s in self.stages}
         for pipe in self.pipes:
             for (stage, cause, _what), cycles in pipe.stall_by.items():
-                out[stage][cause] += cycles
+                out.setdefault(stage, dict.fromkeys(CAUSES, 0.0))[cause] += cycles
         return out
 
     @property
@@ -149,10 +159,10 @@ class Pipe:
         self.name = name
         self.full_name = f"{unit}.{name}"
         #: how a stall on this pipe's data reads in the bottleneck report
-        self.as_source = f"data from {'cube' if '.cubecore' in unit else 'vec'}.{name}"
+        self.as_source = f"data from {parse_unit(unit).kind}.{name}"
         self.stats = stats
         self.queue: deque[Instr] = deque()
-        self.blocked: tuple[Instr, Any] | None = None  # (instruction, the Instr or Pool it waits on)
+        self.blocked: tuple[Instr, Any] | None = None  # (instruction, the Instr/Slot/Flag it waits on)
         self._running: Instr | None = None
         self._advancing = False  # re-entry guard: a finishing pipe may call back into this one
         self._pending: Any = None  # the not-yet-triggered wait of the head instruction
@@ -162,7 +172,6 @@ class Pipe:
         self.log = stats.events is not None
 
     def issue(self, ins: Instr) -> Instr:
-        ins.pipe = self
         self.queue.append(ins)
         if self._pending is None and len(self.queue) == 1:
             self._advance()
@@ -183,8 +192,9 @@ class Pipe:
             waits = ins.waits
             index = self._wait_index
             while index < len(waits):
-                cause, source, key = waits[index]
+                source = waits[index]
                 pending = self._pending
+                ev: Any = None
                 if pending is None:
                     if source.__class__ is Instr:
                         if not source.finished:
@@ -194,92 +204,89 @@ class Pipe:
                                 source.waiters.append(self)
                             self._block(ins, source, source, index)
                             return
-                        value = ev = None
                     else:
                         ev = source.request(ins)
                         if not ev.triggered:
                             ev.callbacks.append(self._advance)
                             self._block(ins, source, ev, index)
                             return
-                        value = ev.value
                 else:
                     if pending.__class__ is Instr:
                         if not pending.finished:
                             self._advancing = False
                             return
-                        value = None
+                        cause, what = "data", source.pipe.as_source
                     else:
                         if not pending.triggered:
                             self._advancing = False
                             return
-                        value = pending.value
-                    waited = env._now - self._blocked_since
-                    what = source.pipe.as_source if source.__class__ is Instr else source.short_name
-                    self.stall_by[(ins.stage, cause, what)] += waited
+                        cause, what = source.cause, source.short_name
+                    self.stall_by[(ins.stage, cause, what)] += now(env) - self._blocked_since
                     self._pending = self.blocked = None
-                if key is not None:
-                    ins.slots[key] = value
                 if self.log:
-                    self._record_dep(ins, cause, source, pending if pending is not None else ev)
+                    self._record_dep(ins, source, pending if pending is not None else ev)
                 index += 1
             self._wait_index = 0
             queue.popleft()
-            now = ins.start = env._now
+            start = ins.start = now(env)
             cost = ins.cost
             if cost.__class__ is GmMove:
-                cycles, gm_wait = self.gm.transfer(now, cost.nbytes, cost.rate)
+                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate)
                 if gm_wait > 0:
                     self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
             else:
                 cycles = cost
             if cycles > 0:
                 self._running = ins
-                env.schedule(_Done(env, self._complete), delay=cycles)
+                call_at(env, cycles, self._complete)
                 break
             self._finish(ins, 0)
         self._advancing = False
 
-    def _record_dep(self, ins: Instr, cause: str, source: Any, granted: Any) -> None:
+    def _record_dep(self, ins: Instr, source: Any, granted: Any) -> None:
         """Remember which instruction enabled this wait (for the critical path)."""
         if ins.deps is None:
             ins.deps = []
         if source.__class__ is Instr:
-            ins.deps.append((source, cause, 0.0, ""))
-            return
-        if granted.pred is not None:
-            ins.deps.append((granted.pred, cause, getattr(source, "latency", 0.0), source.short_name))
+            ins.deps.append((source, "data", 0.0, ""))
+        elif granted.pred is not None:
+            ins.deps.append((granted.pred, source.cause, getattr(source, "latency", 0.0), source.short_name))
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
         self._pending, self._wait_index = pending, index
-        self._blocked_since = self.env._now
+        self._blocked_since = now(self.env)
         self.blocked = (ins, source)
         self._advancing = False
 
     def _complete(self, _event: Any) -> None:
         ins = self._running
+        assert ins is not None
         self._advancing = True
         self._running = None
-        self._finish(ins, self.env._now - ins.start)
+        self._finish(ins, now(self.env) - ins.start)
         self._advancing = False
         self._advance()
 
     def _finish(self, ins: Instr, cycles: float) -> None:
         stats = self.stats
-        ins.end = self.env._now
+        ins.end = now(self.env)
         self.executed += 1
         self.busy += cycles
-        if ins.action is not None:
-            ins.action(ins)
-        for fn in ins.after:
-            fn(ins)
+        if ins.op is not None:
+            for step in ins.op:
+                step(ins)
+        for effect in ins.then:
+            effect(ins)
         ins.finished = True
         if ins._done is not None:
             ins._done.succeed()
         if self.log:
+            assert stats.events is not None
             ins.id = stats.next_id
             stats.next_id += 1
+            slots = {w.short_name: w.index for w in ins.waits if w.__class__ is Slot}
             stats.events.append(Record(ins.id, self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub,
-                                       ins.kind, ins.start, ins.end, ins.nbytes, ins.flops, dict(ins.slots),
+                                       ins.kind, ins.start, ins.end, ins.nbytes, ins.flops, slots,
                                        tuple((d.id, cause, lat, via) for d, cause, lat, via in ins.deps or ())))
         if ins.waiters is not None:
             for pipe in ins.waiters:
@@ -290,10 +297,9 @@ class Pipe:
         if self.blocked is None:
             return None
         ins, source = self.blocked
-        if isinstance(source, PingPong):
-            holder = source.holder[source.next]
-            held = f" (slot {source.next} held by {holder.label})" if isinstance(holder, Instr) else ""
-            return ins, source.name + held, source.owner_pipe
+        if source.__class__ is Slot:
+            pool = source.pool
+            return ins, pool.name + pool.holder_label(), pool.owner_pipe
         if isinstance(source, Pool):
             return ins, source.name, source.owner_pipe
         return ins, f"{source.label} ({source.pipe.full_name})", source.pipe

@@ -1,8 +1,19 @@
-"""The kernel's four stages, one module each: what a stage reads, what it writes,
-where it rounds (via the backend) and, for the timing model, what it costs.
+"""The TFA kernel as SimPy programs: ``run_tfa`` (the per-unit loops) and its four stages, one file each.
 
-* ``compute_qk``  (AIC): Q block · K sub-tiledᵀ → fp32 into the QK FIFO;
+* ``compute_qk``  (AIC): Q block · K sub-tileᵀ → fp32 into the QK FIFO;
 * ``compute_p``   (AIV): online softmax of a row slice → fp16 ``x_exp``, ``l1_exp_max``;
 * ``compute_pv``  (AIC): P tile · V tile → fp32 into the PV FIFO;
 * ``compute_gu``  (AIV): ``running_o`` update, final normalisation.
+
+Each stage function is a generator for one call of the kernel's stage (a
+sub-tile, a row slice or a tile): top to bottom it yields the stage's
+instruction groups, each naming its pipe, the buffer slots and flags it waits
+on, its cost, the data it moves or computes (``op``, only when numerics are
+on: ``op=k.num and (…)``) with its intermediate dump, and the slots and flags
+it releases or sets when it completes (``then``).  ``run_tfa`` strings the
+calls together per unit in the kernel's order; the engine issues them.
 """
+from __future__ import annotations
+
+#: Stage names in report order (the engine knows them only as labels).
+STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")

@@ -1,18 +1,63 @@
-"""``compute_gu`` on a vector core: update ``running_o`` (64 rows × HEAD) with one PV tile."""
+"""``compute_gu`` on an AIV: update ``running_o`` (the AIV's CUBE_S0/2 rows × HEAD) with one PV tile.
+
+Per logical tile, in the kernel's order (docs/kernel.md, "The four stages"):
+
+1. ``TLOAD PV`` (MTE2): the AIV's half of the fp32 PV tile from the PV FIFO into
+   a UB source slot, after the tile's ready flag (``wait()``); then the tile is
+   freed and, when the credit rule says so, a credit returned;
+2. ``VEC update`` (V): ``O = PV₀`` on the first tile, else ``O = l1_exp_max ⊙row O
+   + PV_t``; after the last tile ``O = O ⊘row L`` (numerics: :func:`update`);
+3. after the last tile, ``TSTORE O`` (MTE3): the AIV's rows of the output to GM.
+"""
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
 from tfa_sim.backends import Backend
+from tfa_sim.buffers.capacity import FP32
+from tfa_sim.buffers.data import Compute, Move, View
+from tfa_sim.engine.issue import Program
+from tfa_sim.engine.pipes import Instr
+from tfa_sim.stages.block_kernel import BlockKernel
+
+STAGE = "compute_gu"
 
 
-def compute_gu(backend: Backend, running_o: np.ndarray | None, pv_half: np.ndarray,
-               l1_exp_max: np.ndarray) -> np.ndarray:
-    """O = PV_0 on the first tile, else l1_exp_max ⊙row O + PV_t (fp32)."""
-    return backend.compute_gu(running_o, pv_half, l1_exp_max)
+def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv: np.ndarray,
+           l1_exp_max: np.ndarray, l2_global_sum: np.ndarray) -> np.ndarray:
+    """running_o after tile t: PV₀, or l1_exp_max ⊙row O + PV_t; divided by L after the last tile.
+
+    tfa-sim always divides after the last tile, unlike the reference kernel's
+    single-tile shortcut (README "Numerics").
+    """
+    o = backend.compute_gu(None if first else running_o, pv, l1_exp_max)
+    return backend.normalize(o, l2_global_sum) if last else o
 
 
-def finalize(backend: Backend, running_o: np.ndarray, l2_global_sum: np.ndarray) -> np.ndarray:
-    """After the last tile: O = running_o ⊘row L (always, unlike the reference kernel's
-    single-tile shortcut; see README "Numerics")."""
-    return backend.normalize(running_o, l2_global_sum)
+def compute_gu(k: BlockKernel, lane: int, t: int) -> Program:
+    """GU(t) on AIV ``lane``; returns the ``TSTORE O`` after the block's last tile (else None)."""
+    n, aiv = k.shape, k.aiv[lane]
+    pv = k.pv_fifo.tile(t, (lane,))
+    half = slice(lane * n.half, (lane + 1) * n.half)  # this AIV's rows of the block
+    src = k.ub_src[lane].slot()
+    nbytes = n.half * n.head * FP32
+    load = yield k.instr(aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub"), waits=(*pv.ready, src),
+                         op=k.num and (Move(pv.region(half), src),),
+                         then=(pv.free, pv.credit) if pv.notifies else (pv.free,), nbytes=nbytes)
+    first, last = t == 0, t == k.block.tiles - 1
+    exp_max = k.l1_exp_max[lane].entry(t)
+    op = None
+    if k.num:
+        o = View(k.running_o[lane])
+        step = partial(update, k.num.backend, first, last)
+        op = (Compute(step, (o, src, exp_max.region(), View(k.l2_global_sum[lane])), (o,)),
+              *k.dump("o_part", t, lane * n.half, o))
+    vec = yield k.instr(aiv.V, STAGE, t, 0, "VEC update", k.costs.compute_gu(n.half, n.head, first, last),
+                        waits=(load,), op=op, then=(exp_max.read, src.release))
+    if not last:
+        return None
+    store: Instr = yield k.instr(aiv.MTE3, STAGE, t, 0, "TSTORE O", k.gm_move(nbytes, "ub_to_gm"), waits=(vec,),
+                                 op=k.num and (Move(View(k.running_o[lane]), k.gm_o(lane)),), nbytes=nbytes)
+    return store

@@ -1,28 +1,75 @@
-"""``compute_p`` on a vector core: online softmax of one Vec_S0×TILE_S1 row slice."""
+"""``compute_p`` on an AIV: the online softmax of one Vec_S0×TILE_S1 row slice of a QK tile.
+
+Per row slice, in the kernel's order (docs/kernel.md, "The four stages"):
+
+1. ``TLOAD QK`` (MTE2): the slice's fp32 scores from the QK FIFO into a UB source
+   slot — at row slice 0 after the QK FIFO's ready flag (``wait()``); the last
+   slice frees the tile and, when the credit rule says so, returns a credit;
+2. ``VEC softmax`` (V): row max (raw scores), ``(x − m)·s``, exp, row sum of the
+   fp32 E, ``x_exp = fp16(E)`` into a UB slot, ``l1_exp_max`` into the ring,
+   the running ``m2_global_max`` and ``l2_global_sum`` updated (numerics:
+   :func:`softmax`);
+3. ``TSTORE x_exp →p_tile_fifo`` (MTE3): the fp16 slice into the P FIFO — at
+   row slice 0 after a credit when the credit rule says so (``allocate()``),
+   the last slice signals the tile ready.
+"""
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
-from tfa_sim.backends import Backend, PResult
+from tfa_sim.backends import Backend
 from tfa_sim.blocks import Block
-from tfa_sim.numerics import MASK_VALUE
+from tfa_sim.buffers.capacity import FP16, FP32
+from tfa_sim.buffers.data import Compute, Move, View
+from tfa_sim.engine.issue import Program
+from tfa_sim.numerics import apply_causal_mask
+from tfa_sim.stages.block_kernel import BlockKernel
+
+STAGE = "compute_p"
 
 
-def apply_causal_mask(x: np.ndarray, first_row: int, first_col: int) -> np.ndarray:
-    """Add ``MASK_VALUE`` (−3.40282e38, fp32 add) where column > row, as the kernel's diagonal tile does."""
-    rows = first_row + np.arange(x.shape[0])[:, None]
-    cols = first_col + np.arange(x.shape[1])[None, :]
-    return np.where(cols > rows, x + MASK_VALUE, x).astype(np.float32, copy=False)
+def softmax(backend: Backend, block: Block, t: int, first_row: int, scale: np.float32, x: np.ndarray,
+            m_prev: np.ndarray | None, l_prev: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """Softmax step of tile ``t`` for the rows from global row ``first_row``: x_exp, l1_exp_max, M, L.
 
-
-def compute_p(backend: Backend, block: Block, x: np.ndarray, t: int, first_row: int,
-              m_prev: np.ndarray | None, l_prev: np.ndarray | None, scale: np.float32) -> PResult:
-    """Softmax step of tile ``t`` for the rows starting at global row ``first_row``.
-
-    A tile fully above the diagonal needs no special case: the general step gives
-    exactly the kernel's ``x_exp = 0``, ``exp_max = 1`` (exp(0) is exactly 1 and
-    exp of the masked scores is exactly +0 in the exp model).
+    On the diagonal tile the mask is added first; a tile fully above the diagonal
+    needs no special case (exp(0) is exactly 1, exp of a masked score exactly +0).
     """
     if block.needs_mask(t, first_row):
         x = apply_causal_mask(x, first_row, t * block.tile_s1)
-    return backend.compute_p(x, m_prev, l_prev, scale)
+    return tuple(backend.compute_p(x, m_prev, l_prev, scale))
+
+
+def compute_p(k: BlockKernel, lane: int, t: int, r: int) -> Program:
+    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``."""
+    b, n, aiv = k.block, k.shape, k.aiv[lane]
+    qk, p = k.qk_fifo.tile(t, (lane,)), k.p_fifo.tile(t, (lane,))
+    first, last = r == 0, r == n.k_tile_factor - 1
+    row0 = lane * n.half + r * n.vec_s0  # within the block
+    rows = slice(row0, row0 + n.vec_s0)
+    src, x_exp = k.ub_src[lane].slot(), k.ub_x_exp[lane].slot()
+    src_bytes = n.vec_s0 * n.tile_s1 * FP32
+    load = yield k.instr(aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub"),
+                         waits=(*qk.ready, src) if first else (src,), op=k.num and (Move(qk.region(rows), src),),
+                         then=((qk.free, qk.credit) if qk.notifies else (qk.free,)) if last else (),
+                         nbytes=src_bytes)
+    exp_max = k.l1_exp_max[lane].entry(t)
+    op = None
+    if k.num:
+        own = slice(r * n.vec_s0, (r + 1) * n.vec_s0)  # the slice's rows within this AIV's half
+        m, l = View(k.m2_global_max[lane], own), View(k.l2_global_sum[lane], own)
+        step = partial(softmax, k.num.backend, b, t, b.row0 + row0, n.scale)
+        op = (Compute(step, (src, None, None) if t == 0 else (src, m, l), (x_exp, exp_max.region(own), m, l)),
+              *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count),
+              *k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
+    vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax",
+                        k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.needs_mask(t, b.row0 + row0)),
+                        waits=(load, x_exp), op=op, then=(src.release, exp_max.write) if first else (src.release,))
+    out_bytes = n.vec_s0 * n.tile_s1 * FP16
+    yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", k.gm_move(out_bytes, "ub_to_gm"),
+                  waits=(vec, *p.credits) if first else (vec,),
+                  op=k.num and (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, t % k.p_fifo.depth)),
+                  then=(*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ())),
+                  nbytes=out_bytes)

@@ -1,17 +1,93 @@
-"""``compute_pv`` on the cube core: P tile · V tile → fp32 CUBE_S0×HEAD, one L0C accumulation."""
+"""``compute_pv`` on the AIC: P tile · V tile → fp32 CUBE_S0×HEAD into the PV FIFO.
+
+Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
+
+1. ``TLOAD P,V`` (MTE2): the V chunk and the P chunk (fp16 ``x_exp`` from the P
+   FIFO) into L1 slots — at sub-tile 0 after the P FIFO's ready flags (the
+   consumer's ``wait()``); the last sub-tile frees the P tile and, when the
+   credit rule says so, returns a credit;
+2. ``TEXTRACT`` (MTE1): P and V panels into L0A/L0B halves;
+3. ``TMATMUL`` (M): accumulate into the tile's L0C accumulator (taken at sub-tile
+   0 and held across the tile's sub-tiles);
+4. after the tile's last active sub-tile, ``FIXPIPE →pv_tile_fifo`` (FIX): one
+   fp32 store of the accumulated tile — after a credit when the credit rule
+   says so, signalling the tile ready.
+
+A sub-tile entirely above the causal diagonal skips load and matmul but still
+does the FIFO handshakes (its P is +0, so the skip does not change a bit).
+"""
 from __future__ import annotations
+
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 from tfa_sim.backends import Backend
 from tfa_sim.blocks import Block
+from tfa_sim.buffers.capacity import FP16, FP32
+from tfa_sim.buffers.data import Compute, Move
+from tfa_sim.buffers.pools import Slot
+from tfa_sim.engine.issue import Program
+from tfa_sim.stages.block_kernel import BlockKernel
+
+STAGE = "compute_pv"
+
+#: What an L0C accumulator holds between the matmuls of one tile: its (P, V) chunk pairs.
+Products = list[tuple[np.ndarray, np.ndarray]]
 
 
-def compute_pv(backend: Backend, block: Block, p_tile: np.ndarray, v_tile: np.ndarray, t: int) -> np.ndarray:
-    """The kTileFactor sub-products accumulate in L0C, so this is one sum over the tile's columns.
+def first_product(p: np.ndarray, v: np.ndarray) -> Products:
+    """TMATMUL Init: the accumulator starts with this sub-tile's product."""
+    return [(p, v)]
 
-    Sub-tiles above the causal diagonal are skipped (their P is +0, so the skip
-    does not change a bit).
-    """
+
+def next_product(acc: Products, p: np.ndarray, v: np.ndarray) -> Products:
+    """TMATMUL Acc: the sub-tile's product joins the tile's accumulation."""
+    return [*acc, (p, v)]
+
+
+def tile_product(backend: Backend, block: Block, t: int, products: Products) -> np.ndarray:
+    """The L0C sum of a tile's sub-products: one fp32 accumulation over its active columns, in order."""
+    p = np.concatenate([p for p, _ in products], axis=1)
+    v = np.concatenate([v for _, v in products], axis=0)
+    return pv_tile(backend, block, t, p, v)
+
+
+def pv_tile(backend: Backend, block: Block, t: int, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """P (CUBE_S0 × TILE_S1) · V (TILE_S1 × HEAD) over the tile's active columns only."""
     cols = block.active_cols(t)
-    return backend.compute_pv(p_tile[:, :cols], v_tile[:cols])
+    return backend.compute_pv(p[:, :cols], v[:cols])
+
+
+def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
+    """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns)."""
+    b, n, aic = k.block, k.shape, k.aic
+    p = k.p_fifo.tile(t)
+    waits: tuple[Any, ...] = p.ready if s == 0 else ()  # wait(): both AIVs' rows of P(t) are in GM
+    then = ((p.free, p.credit) if p.notifies else (p.free,)) if s == n.k_tile_factor - 1 else ()
+    if not b.sub_tile_active(t, s):
+        yield k.instr(aic.MTE2, STAGE, t, s, "handshake", 0.0, waits=waits, then=then)
+        return
+    cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
+    p_l1, v_l1, a, bb = k.l1_p.slot(), k.l1_v.slot(), k.l0a.slot(), k.l0b.slot()
+    p_bytes, v_bytes = n.cube_s0 * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
+    load = yield k.instr(aic.MTE2, STAGE, t, s, "TLOAD P,V", k.gm_move(p_bytes + v_bytes, "gm_to_l1"),
+                         waits=waits + (p_l1, v_l1), op=k.num and (Move(p.region(cols), p_l1),
+                                                                   Move(k.gm_v(b.col0(t, s)), v_l1)),
+                         then=then, nbytes=p_bytes + v_bytes)
+    extract = yield k.instr(aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes),
+                            waits=(load, a, bb), op=k.num and (Move(p_l1, a), Move(v_l1, bb)),
+                            then=(p_l1.release, v_l1.release))
+    accumulate = Compute(first_product, (a, bb), (acc,)) if s == 0 else Compute(next_product, (acc, a, bb), (acc,))
+    matmul = yield k.instr(aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.head, n.cube_s1, n.pv_cube_k),
+                           waits=(extract, acc) if s == 0 else (extract,), op=k.num and (accumulate,),
+                           then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
+    if s != b.last_active_sub(t):
+        return
+    pv = k.pv_fifo.tile(t)
+    nbytes = n.cube_s0 * n.head * FP32
+    op = k.num and (Compute(partial(tile_product, k.num.backend, b, t), (acc,), (pv.region(),)),
+                    *k.dump("pv_fifo", t, 0, pv.region(), t % k.pv_fifo.depth))
+    yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
+                  waits=(matmul, *pv.credits), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

@@ -1,19 +1,76 @@
-"""``compute_qk`` on the cube core: one CUBE_S0×CUBE_S1 fp32 sub-tile of Q·Kᵀ."""
+"""``compute_qk`` on the AIC: one CUBE_S0×CUBE_S1 sub-tile of Q·Kᵀ into the QK FIFO.
+
+Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
+
+1. ``TLOAD K`` (MTE2): the K chunk into an L1 slot;
+2. ``TEXTRACT`` (MTE1): Q and K panels from L1 into L0A/L0B halves;
+3. ``TMATMUL`` (M): fp16×fp16 products, fp32 sum over HEAD, into an L0C accumulator;
+4. ``FIXPIPE →qk_tile_fifo`` (FIX): the fp32 accumulator into the sub-tile's columns
+   of the tile's FIFO slot — sub-tile 0 first takes a credit when the credit rule
+   says so (the producer's ``allocate()``), the last one signals the tile ready
+   (``record()``).
+
+A sub-tile entirely above the causal diagonal skips load and matmul; its FIFO
+columns are defined as +0 (the vector side masks all of them anyway), so the
+bits never depend on stale memory.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from tfa_sim.backends import Backend
-from tfa_sim.blocks import Block
+from tfa_sim.buffers.capacity import FP16, FP32
+from tfa_sim.buffers.data import Compute, Const, Move
+from tfa_sim.buffers.pools import Slot
+from tfa_sim.engine.issue import Program
+from tfa_sim.engine.pipes import Instr
+from tfa_sim.stages.block_kernel import BlockKernel
+
+STAGE = "compute_qk"
+ZERO = Const(np.float32(0.0))
 
 
-def compute_qk(backend: Backend, block: Block, q_block: np.ndarray, k_sub: np.ndarray,
-               t: int, sub: int) -> np.ndarray:
-    """fp32 scores of sub-tile ``sub`` of logical tile ``t``.
+def load_q(k: BlockKernel) -> Program:
+    """``TLOAD Q→L1``: the block's CUBE_S0 query rows, loaded once ("left tile stationary").
 
-    A sub-tile entirely above the causal diagonal skips load and matmul; its
-    FIFO slot is then defined as +0 (the vector side masks all of it anyway).
+    Returns the load and the L1 slot that holds Q for the whole block.
     """
-    if not block.sub_tile_active(t, sub):
-        return np.zeros((q_block.shape[0], k_sub.shape[0]), np.float32)
-    return backend.compute_qk(q_block, k_sub)
+    q_l1 = k.l1_q.slot()
+    nbytes = k.shape.cube_s0 * k.shape.head * FP16
+    load = yield k.instr(k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1"), waits=(q_l1,),
+                         op=k.num and (Move(k.gm_q(), q_l1),), nbytes=nbytes)
+    return load, q_l1
+
+
+def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot) -> Program:
+    """Sub-tile ``s`` of logical tile ``t`` (``q_load``/``q_l1``: the block's Q, from :func:`load_q`)."""
+    b, n, aic = k.block, k.shape, k.aic
+    fifo = k.qk_fifo.tile(t)
+    last = s == n.k_tile_factor - 1
+    cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))  # the sub-tile's columns of the tile
+    store_then = (fifo.claim,) if s == 0 else ()
+    if b.sub_tile_active(t, s):
+        k_l1, a, bb, acc = k.l1_k.slot(), k.l0a.slot(), k.l0b.slot(), k.l0c_qk.slot()
+        k_bytes = n.cube_s1 * n.head * FP16
+        load = yield k.instr(aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1"), waits=(k_l1,),
+                             op=k.num and (Move(k.gm_k(b.col0(t, s)), k_l1),), nbytes=k_bytes)
+        extract = yield k.instr(aic.MTE1, STAGE, t, s, "TEXTRACT",
+                                k.costs.extract(n.cube_s0 * n.head * FP16, k_bytes), waits=(load, q_load, a, bb),
+                                op=k.num and (Move(q_l1, a), Move(k_l1, bb)), then=(k_l1.release,))
+        matmul = yield k.instr(aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.cube_s1, n.head, n.qk_cube_k),
+                               waits=(extract, acc), op=k.num and (Compute(k.num.backend.compute_qk, (a, bb), (acc,)),),
+                               then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
+        out_bytes = n.cube_s0 * n.cube_s1 * FP32
+        store_waits: tuple = (matmul,)
+        store_cost = k.gm_move(out_bytes, "l0c_to_gm")
+        source = acc
+        store_then += (acc.release,)
+    else:
+        out_bytes, store_waits, store_cost, source = 0, (), 0.0, ZERO
+    if s == 0:
+        store_waits += fifo.credits  # allocate(): a credit when the credit rule says wait
+    if last:
+        store_then += (fifo.push,)  # record(): the whole tile is in GM
+    op = k.num and (Move(source, fifo.region(cols)),
+                    *(k.dump("qk_fifo", t, 0, fifo.region(), t % k.qk_fifo.depth) if last else ()))
+    yield k.instr(aic.FIX, STAGE, t, s, "FIXPIPE →qk_tile_fifo", store_cost, waits=store_waits, op=op,
+                  then=store_then, nbytes=out_bytes)

@@ -1,0 +1,47 @@
+"""The one module that uses SimPy internals, for speed on the engine's hot path.
+
+SimPy's public API costs a ``Timeout`` object per scheduled completion and a
+property call per clock read.  The engine schedules one bare event per
+instruction group and reads the clock several times per group, so this module
+owns two shortcuts, valid for the SimPy version pinned in pyproject.toml
+(``simpy>=4.1,<4.2``): an event whose only job is to call one callback at a
+given time, and a direct read of the clock.  With the environment variable
+``TFA_SIM_PUBLIC_SIMPY=1`` both use SimPy's public API instead (same results,
+same order of events); the measured difference is in README "Timing model"
+(``benchmarks/bench_sim.py --public-simpy``).
+"""
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, Callable
+
+import simpy
+
+#: Use SimPy's public API instead of the shortcuts (read once, at import).
+PUBLIC_API = os.environ.get("TFA_SIM_PUBLIC_SIMPY", "") == "1"
+
+
+class _Callback(simpy.Event):
+    """A triggered event with one callback: what ``env.timeout(d).callbacks.append(cb)`` builds, without the
+    Timeout's bookkeeping."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._value = None
+        self._ok = True
+
+
+def _call_at_public(env: simpy.Environment, delay: float, callback: Callable[[Any], None]) -> None:
+    env.timeout(delay).callbacks.append(callback)
+
+
+def _call_at_fast(env: simpy.Environment, delay: float, callback: Callable[[Any], None]) -> None:
+    env.schedule(_Callback(env, callback), delay=delay)
+
+
+#: ``call_at(env, delay, callback)``: call ``callback(event)`` ``delay`` cycles from now.
+call_at = _call_at_public if PUBLIC_API else _call_at_fast
+#: ``now(env)``: the simulation clock.
+now: Callable[[simpy.Environment], float] = operator.attrgetter("now" if PUBLIC_API else "_now")

@@ -1,0 +1,189 @@
+"""One block of the TFA kernel on one core: its tiles, FIFOs, pipes and data, as the stages see them.
+
+The kernel's ``runTFA`` declares its L1/L0/UB tiles and GM FIFOs once and
+passes them to each stage call; :class:`BlockKernel` is that set for one block
+on one core — ping-pong buffers (:class:`~tfa_sim.buffers.pools.PingPong`),
+the three GM FIFOs (:class:`~tfa_sim.buffers.fifo.GmFifo`), the
+``l1_exp_max`` ring, the UB state tiles, the pipes of the AIC (``aic``) and
+the AIVs (``aiv[lane]``), the costs, and (numerics on) where Q, K, V and O
+live.  It holds no program state: stages keep what passes between their
+instructions in local variables and buffers, as the kernel does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from tfa_sim.backends import Backend
+from tfa_sim.blocks import Block
+from tfa_sim.buffers.data import Dump, View
+from tfa_sim.buffers.fifo import GmFifo, Ring
+from tfa_sim.buffers.pools import Flag, HazardError, PingPong
+from tfa_sim.config import Config
+from tfa_sim.costs import Costs
+from tfa_sim.engine.core import Core
+from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
+from tfa_sim.inputs import Inputs
+from tfa_sim.units import LANES, cube_unit, vec_unit
+
+
+@dataclass
+class Numerics:
+    """What the stages compute with: backend, inputs, the output being filled, optional dumps."""
+
+    backend: Backend
+    inputs: Inputs
+    out: np.ndarray
+    dumps: Any = None  # a tfa_sim.dumps.DumpRecorder when dumping
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The per-block sizes every stage uses (from the config)."""
+
+    head: int
+    cube_s0: int
+    cube_s1: int
+    tile_s1: int
+    k_tile_factor: int
+    vec_s0: int  # rows of one compute_p row slice
+    half: int  # rows per AIV (CUBE_S0 / 2)
+    qk_preload: int
+    qk_cube_k: int  # CubeK of compute_qk's matmul
+    pv_cube_k: int
+    scale: np.float32  # the softmax scale s = fp32(1/sqrt(HEAD))
+
+
+class BlockKernel:
+    """Buffers, FIFOs, pipes and data of one block on one core (see the module docstring)."""
+
+    def __init__(self, env: simpy.Environment, core: Core, block: Block, config: Config, shape: Shape,
+                 costs: Costs, numerics: Numerics | None, stats: Stats) -> None:
+        self.env, self.block, self.shape, self.costs, self.num = env, block, shape, costs, numerics
+        self.aic = core.cube
+        self.aiv = core.vec
+        self._traced = stats.pools if stats.events is not None else None
+        self.programs: list = []  # the units' programs, set by the kernel (run_tfa)
+        s, latency = config.schedule, costs.hw.sync.flag_latency
+        core_name = cube_unit(core.index).core_name
+        aic, aiv = self.aic, self.aiv
+        self.l1_q = self._pool(f"{core_name}.L1.q", s.l1_q, aic.MTE1)
+        self.l1_k = self._pool(f"{core_name}.L1.k", s.l1_k, aic.MTE1)
+        self.l1_p = self._pool(f"{core_name}.L1.p", s.l1_p, aic.MTE1)
+        self.l1_v = self._pool(f"{core_name}.L1.v", s.l1_v, aic.MTE1)
+        self.l0a = self._pool(f"{core_name}.L0A", s.l0a, aic.M)
+        self.l0b = self._pool(f"{core_name}.L0B", s.l0b, aic.M)
+        # L0C: QK and PV keep their own accumulators ("QK and PV alternate"); with one, they share it
+        if s.l0c == 1:
+            self.l0c_qk = self.l0c_pv = self._pool(f"{core_name}.L0C", 1, aic.FIX)
+        else:
+            self.l0c_qk = self._pool(f"{core_name}.L0C.qk", s.l0c // 2, aic.FIX)
+            self.l0c_pv = self._pool(f"{core_name}.L0C.pv", s.l0c - s.l0c // 2, aic.FIX)
+        vec_names = [vec_unit(core.index, a).name for a in range(LANES)]
+        # the qk and pv source tiles share UB addresses (one ping-pong per AIV)
+        self.ub_src = [self._pool(f"{vec_names[a]}.UB.src", s.ub_src, aiv[a].V) for a in range(LANES)]
+        self.ub_x_exp = [self._pool(f"{vec_names[a]}.UB.x_exp", s.ub_x_exp, aiv[a].MTE3) for a in range(LANES)]
+        self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", s.ub_exp_max, (shape.half,), np.float32,
+                                "raise schedule.ub_exp_max above qk_preload") for a in range(LANES)]
+        depth, period = s.cv_fifo_size, s.cv_fifo_cons_sync_period
+        tile = (shape.cube_s0, shape.tile_s1)
+        self.qk_fifo = self._fifo(f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
+                                  [aic.FIX] * LANES, [v.MTE2 for v in aiv])
+        self.p_fifo = self._fifo(f"{core_name}.p_tile_fifo", depth, period, latency, tile, np.float16,
+                                 [v.MTE3 for v in aiv], [aic.MTE2] * LANES)
+        self.pv_fifo = self._fifo(f"{core_name}.pv_tile_fifo", depth, period, latency, (shape.cube_s0, shape.head),
+                                  np.float32, [aic.FIX] * LANES, [v.MTE2 for v in aiv])
+        self.block_end = [Flag(env, f"{core_name}.block_end[aiv{a}]", latency, "data", aiv[a].MTE3)
+                          for a in range(LANES)]
+        # UB state tiles of each AIV (numerics only): running max and sum per row, runningOTile
+        rows = (shape.half,)
+        self.m2_global_max = [np.empty(rows, np.float32) for _ in range(LANES)] if numerics else []
+        self.l2_global_sum = [np.empty(rows, np.float32) for _ in range(LANES)] if numerics else []
+        self.running_o = [np.empty((shape.half, shape.head), np.float32) for _ in range(LANES)] if numerics else []
+
+    def _pool(self, name: str, count: int, owner: Pipe) -> PingPong:
+        pool = PingPong(self.env, name, count, owner)
+        self._trace(pool)
+        return pool
+
+    def _fifo(self, name: str, depth: int, period: int, latency: float, shape: tuple[int, ...], dtype: Any,
+              producers: list[Pipe], consumers: list[Pipe]) -> GmFifo:
+        fifo = GmFifo(self.env, name, depth, period, latency, shape, dtype, producers, consumers)
+        self._trace(fifo)
+        return fifo
+
+    def _trace(self, pool: PingPong | GmFifo) -> None:
+        """With the event log on, sample the buffer's occupancy for the trace's counter tracks."""
+        if self._traced is not None:
+            pool.samples = []
+            self._traced.append(pool)
+
+    # ---- what the stages call --------------------------------------------------------------------
+    def instr(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, cost: float | GmMove,
+              waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
+              nbytes: int = 0, flops: int = 0) -> Instr:
+        """An instruction group of this block (see :class:`~tfa_sim.engine.pipes.Instr`)."""
+        return Instr(pipe, stage, self.block.index, t, sub, kind, cost, waits, op, then, nbytes, flops)
+
+    def gm_move(self, nbytes: int, path: str) -> GmMove:
+        """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``)."""
+        return GmMove(nbytes, getattr(self.costs.move, path))
+
+    def dump(self, name: str, t: int, row0: int, src: Any, slot: int | None = None) -> tuple[Dump, ...]:
+        """The dump step of an instruction (empty unless the intermediate check is on)."""
+        assert self.num is not None
+        recorder = self.num.dumps
+        return () if recorder is None else (Dump(recorder, name, self.block.index, t, row0, src, slot),)
+
+    # GM tensors of this block (numerics on)
+    def gm_q(self) -> View:
+        b = self.block
+        return View(self.num.inputs.q, (b.batch, b.head, slice(b.row0, b.row0 + self.shape.cube_s0)))
+
+    def gm_k(self, col0: int) -> View:
+        b = self.block
+        return View(self.num.inputs.k, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
+
+    def gm_v(self, col0: int) -> View:
+        b = self.block
+        return View(self.num.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
+
+    def gm_o(self, lane: int) -> View:
+        b, half = self.block, self.shape.half
+        row0 = b.row0 + lane * half
+        return View(self.num.out, (b.batch, b.head, slice(row0, row0 + half)))
+
+    # ---- block end --------------------------------------------------------------------------------
+    def _pools(self) -> list[PingPong]:
+        return list(dict.fromkeys([self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c_qk,
+                                   self.l0c_pv, *self.ub_src, *self.ub_x_exp]))
+
+    def finish(self) -> None:
+        """At block end every flag must be back to zero and every slot released; then drop the tiles."""
+        flags = [*self.qk_fifo.flags(), *self.p_fifo.flags(), *self.pv_fifo.flags(), *self.block_end]
+        for flag in flags:
+            if flag.count:
+                raise HazardError(f"{flag.name} was set {flag.count} more time(s) than waited in block "
+                                  f"{self.block.index} (cycle {self.env.now:.0f}): producer and consumer "
+                                  f"disagree on the credit rule")
+        for pool in self._pools():
+            if pool.in_use:
+                raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of block "
+                                  f"{self.block.index} (cycle {self.env.now:.0f})")
+        self.restart(self.block)
+
+    def restart(self, block: Block) -> None:
+        """Reset every buffer, FIFO and flag to its initial state (dropping the tiles), for ``block``."""
+        self.block = block
+        for pool in self._pools():
+            pool.reset()
+        for fifo in (self.qk_fifo, self.p_fifo, self.pv_fifo):
+            fifo.reset()
+        for flag in self.block_end:
+            flag.reset()
+        for ring in self.l1_exp_max:
+            ring.reset()
+

@@ -1,0 +1,127 @@
+"""``runTFA``: the kernel's program of one block, per unit, as the kernel orders its stage calls.
+
+The AIC loads Q, runs the QK prologue (``qk_preload`` tiles), then per logical
+tile t and sub-tile s ``compute_qk(t + qk_preload, s)`` (if that tile exists)
+followed by ``compute_pv(t, s)``; each AIV runs the P prologue, then per tile
+the row slices of ``compute_p(t + qk_preload)`` before ``compute_gu(t)``.  The
+kernel itself calls its stages per sub-tile or row slice from this loop, so
+the loops live here and each stage file holds one call (docs/kernel.md,
+"Orchestration").  Epilogues drain the credits nobody waited for; the AIVs
+signal block end, which the AIC waits for.
+
+``qk_preload = 0`` is tfa-sim's no-preload schedule (QK(t), then PV(t)).
+"""
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+import simpy
+
+from tfa_sim.blocks import Block, make_blocks
+from tfa_sim.buffers.capacity import cube_k
+from tfa_sim.buffers.pools import Slot
+from tfa_sim.config import Config
+from tfa_sim.costs import Costs
+from tfa_sim.engine.core import Core
+from tfa_sim.engine.issue import Program
+from tfa_sim.engine.pipes import Instr, Stats
+from tfa_sim.hardware import Hardware
+from tfa_sim.numerics import softmax_scale
+from tfa_sim.stages import STAGES
+from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape
+from tfa_sim.stages.compute_gu import compute_gu
+from tfa_sim.stages.compute_p import compute_p
+from tfa_sim.stages.compute_pv import compute_pv
+from tfa_sim.stages.compute_qk import compute_qk, load_q
+from tfa_sim.units import LANES
+
+EPILOGUE = "epilogue"
+
+
+def aic_program(k: BlockKernel) -> Program:
+    """The AIC's issue stream for one block."""
+    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    q_load, q_l1 = yield from load_q(k)
+    if preload == 0:  # tfa-sim's no-preload schedule: QK(t) then PV(t)
+        for t in range(tiles):
+            for s in range(kf):
+                yield from compute_qk(k, t, s, q_load, q_l1)
+            acc = k.l0c_pv.slot()
+            for s in range(kf):
+                yield from compute_pv(k, t, s, acc)
+    else:
+        for t in range(min(preload, tiles)):  # prologue
+            for s in range(kf):
+                yield from compute_qk(k, t, s, q_load, q_l1)
+        for t in range(tiles):  # steady loop
+            nxt = t + preload
+            acc = k.l0c_pv.slot()
+            for s in range(kf):
+                if nxt < tiles:
+                    yield from compute_qk(k, nxt, s, q_load, q_l1)
+                yield from compute_pv(k, t, s, acc)
+    yield from aic_epilogue(k, q_l1)
+
+
+def aiv_program(k: BlockKernel, lane: int) -> Program:
+    """AIV ``lane``'s issue stream for one block."""
+    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    for t in range(min(preload, tiles)):  # prologue
+        for r in range(kf):
+            yield from compute_p(k, lane, t, r)
+    store = None
+    for t in range(tiles):
+        nxt = t + preload  # with preload 0: P(t) right before GU(t)
+        if nxt < tiles:
+            for r in range(kf):
+                yield from compute_p(k, lane, nxt, r)
+        store = yield from compute_gu(k, lane, t)
+    assert store is not None
+    yield from aiv_epilogue(k, lane, store)
+
+
+def aic_epilogue(k: BlockKernel, q_l1: Slot) -> Program:
+    """Wait for the credits of the QK and PV FIFOs nobody waited for and for both AIVs' block end."""
+    tiles = k.block.tiles
+    drain = tuple(fifo.consumed[a] for fifo in (k.qk_fifo, k.pv_fifo) for a in range(LANES)
+                  for _ in range(fifo.undrained_credits(tiles)))
+    yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "drain credits, wait block end", 0.0,
+                  waits=(*drain, *k.block_end), then=(q_l1.release,))
+
+
+def aiv_epilogue(k: BlockKernel, lane: int, store: Instr) -> Program:
+    """After the output store: drain the P FIFO's undrained credits, then signal block end."""
+    drain = (k.p_fifo.consumed[lane],) * k.p_fifo.undrained_credits(k.block.tiles)
+    yield k.instr(k.aiv[lane].MTE3, EPILOGUE, k.block.tiles, 0, "drain credits, signal block end", 0.0,
+                  waits=(store, *drain), then=(k.block_end[lane].set,))
+
+
+class TfaKernel:
+    """The TFA kernel for the chip engine: its blocks, and each block's programs on a core."""
+
+    stages = STAGES
+
+    def __init__(self, config: Config, hw: Hardware, numerics: Numerics | None = None) -> None:
+        c, t, s = config.case, config.tiling, config.schedule
+        self.config, self.numerics = config, numerics
+        self.costs = Costs(hw)
+        l0a_half, l0b_half = hw.l0a // s.l0a, hw.l0b // s.l0b
+        qk_k = cube_k(t.cube_s0, t.cube_s1, c.head, l0a_half, l0b_half)
+        pv_k = cube_k(t.cube_s0, c.head, t.cube_s1, l0a_half, l0b_half)
+        assert qk_k is not None and pv_k is not None, "legality admits only configs with a CubeK"
+        self.shape = Shape(c.head, t.cube_s0, t.cube_s1, t.tile_s1, t.k_tile_factor, t.vec_s0, t.cube_s0 // 2,
+                           s.qk_preload, qk_k, pv_k, softmax_scale(c.head))
+        self.blocks: Sequence[Block] = make_blocks(config)
+
+    def template_key(self, block: Block) -> Hashable | None:
+        """Timing only: blocks with the same tile count (and, causal, the same first row) issue the same
+        program; with numerics every block moves its own data, so none is replayed."""
+        if self.numerics is not None:
+            return None
+        return block.tiles, block.row0 if block.causal else None
+
+    def start(self, env: simpy.Environment, core: Core, block: Block, stats: Stats) -> BlockKernel:
+        """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's."""
+        k = BlockKernel(env, core, block, self.config, self.shape, self.costs, self.numerics, stats)
+        k.programs = [aic_program(k), *(aiv_program(k, a) for a in range(LANES))]
+        return k
