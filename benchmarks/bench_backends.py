@@ -13,16 +13,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import time  # noqa: E402
+from functools import partial  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from tfa_sim.backends import get_backend  # noqa: E402
 from tfa_sim.config import load_config  # noqa: E402
-from tfa_sim.simulation import simulate  # noqa: E402
-from tfa_sim.stages.block_kernel import Numerics  # noqa: E402
 from tfa_sim.functional import run_functional  # noqa: E402
 from tfa_sim.hardware import load_hardware  # noqa: E402
 from tfa_sim.inputs import generate_inputs  # noqa: E402
+from tfa_sim.simulation import simulate  # noqa: E402
+from tfa_sim.stages.block_kernel import Numerics  # noqa: E402
 
 CASES = ["case_float_H_128_S0_512_S1_1024", "case_float_H_128_S0_512_S1_2048", "case_float_H_128_S0_512_S1_8192"]
 
@@ -42,14 +43,14 @@ def main() -> None:
     for name in CASES:
         config = load_config(case=name)
         inputs = generate_inputs(config)
-        t = {b: best_of(lambda: run_functional(get_backend(b), config, inputs), 3) for b in ("numpy", "native")}
+        t = {b: best_of(partial(run_functional, get_backend(b), config, inputs), 3) for b in ("numpy", "native")}
         print(f"  {name:38s} {t['numpy']:9.3f} {t['native']:9.4f} {t['numpy'] / t['native']:8.1f}×")
     print("same, through the SimPy pipeline (simulate with numerics; includes the timing model), best of 3:")
     for name in CASES:
         config = load_config(case=name)
         inputs, hw = generate_inputs(config), load_hardware(config.hardware)
         out = np.zeros((1, 1, config.case.s0, config.case.head), np.float32)
-        t = {b: best_of(lambda: simulate(config, hw, Numerics(get_backend(b), inputs, out), log_events=False), 3)
+        t = {b: best_of(partial(simulate, config, hw, Numerics(get_backend(b), inputs, out), log_events=False), 3)
              for b in ("numpy", "native")}
         print(f"  {name:38s} {t['numpy']:9.3f} {t['native']:9.4f} {t['numpy'] / t['native']:8.1f}×")
     rng = np.random.default_rng(0)

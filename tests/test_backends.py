@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import EXTRA_CONFIGS, REFERENCE_CASES, extra_config
 from hypothesis import HealthCheck, given, settings
+from test_engine import legal_configs
 
 from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
@@ -11,11 +13,7 @@ from tfa_sim.config import load_config
 from tfa_sim.functional import run_functional
 from tfa_sim.golden import reference_attention
 from tfa_sim.inputs import generate_inputs
-
-from conftest import EXTRA_CONFIGS, REFERENCE_CASES, extra_config
-from test_engine import legal_configs
-
-INTERMEDIATES = ("qk", "x_exp", "l1_exp_max", "m2_global_max", "l2_global_sum", "pv", "running_o")
+from tfa_sim.intermediates import NAMES as INTERMEDIATES
 
 
 def both_backends(config):
@@ -26,7 +24,7 @@ def both_backends(config):
 
 def assert_identical(runs, what):
     (o_np, rec_np), (o_nat, rec_nat) = runs["numpy"], runs["native"]
-    pairs = [("o", o_np, o_nat)] + [(n, getattr(rec_np, n), getattr(rec_nat, n)) for n in INTERMEDIATES]
+    pairs = [("o", o_np, o_nat)] + [(n, rec_np[n], rec_nat[n]) for n in INTERMEDIATES]
     for name, a, b in pairs:
         bits = np.uint16 if a.dtype == np.float16 else np.uint32
         diff = a.view(bits) != b.view(bits)

@@ -7,14 +7,12 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import REFERENCE_CASES
 
 from tfa_sim.check import check_run
 from tfa_sim.config import load_config
-from tfa_sim.numerics import softmax_scale
-from tfa_sim.numerics import exp_tfa
+from tfa_sim.numerics import exp_tfa, softmax_scale
 from tfa_sim.runner import run
-
-from conftest import REFERENCE_CASES
 
 
 def dumped_run(tmp_path, *overrides, case=None):

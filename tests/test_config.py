@@ -1,15 +1,15 @@
 """Config loading, overrides and the legality rules of KERNEL.md §4."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
+from conftest import REFERENCE_CASES
 
 from tfa_sim.config import Config, build_config, load_config, parse_override
 from tfa_sim.errors import InputError
-
-from conftest import REFERENCE_CASES
 
 
 def test_defaults_are_the_kernels():
@@ -74,7 +74,7 @@ def test_preload_one_is_legal_when_k_tile_factor_is_one():
 
 
 def test_config_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         Config().case.s0 = 1  # type: ignore[misc]
 
 

@@ -11,16 +11,15 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import REFERENCE_CASES
 
 from tfa_sim.analysis import critical_path_report, plan
 from tfa_sim.config import load_config
-from tfa_sim.simulation import simulate
 from tfa_sim.engine.report import timing_summary
 from tfa_sim.hardware import load_hardware
 from tfa_sim.outputs import read_events, read_summary
+from tfa_sim.simulation import simulate
 from tfa_sim.timeline import make_view
-
-from conftest import REFERENCE_CASES
 
 UNIT = re.compile(r"^core\d+\.(cubecore0|veccore[01])$")
 PIPES = {"cubecore0": {"MTE2", "MTE1", "M", "FIX"}, "veccore0": {"MTE2", "V", "MTE3"},

@@ -12,11 +12,12 @@ when resources are the bound.
 from __future__ import annotations
 
 import heapq
-import re
 from collections import defaultdict
 from typing import Any
 
 import networkx as nx
+
+from tfa_sim.units import parse_unit, pipe_kind, without_lane
 
 #: Beyond this many instruction groups the graph analysis is skipped (and says so).
 MAX_GRAPH_NODES = 300_000
@@ -28,10 +29,10 @@ def task_graph(events: list, launch: float, dispatch: float) -> nx.DiGraph:
     g = nx.DiGraph()
     g.add_node(SOURCE, dur=0.0, stage="launch", resource=None)
     g.add_node(SINK, dur=0.0, stage="end", resource=None)
-    block_end: dict[str, Any] = {}  # core → (id of the last block's final instruction)
-    by_core_block: dict[tuple[str, int], list] = defaultdict(list)
+    block_end: dict[int, Any] = {}  # core → (id of the last block's final instruction)
+    by_core_block: dict[tuple[int, int], list] = defaultdict(list)
     for e in events:
-        by_core_block[(e.unit.split(".")[0], e.block)].append(e)
+        by_core_block[(parse_unit(e.unit).core, e.block)].append(e)
     for e in events:
         g.add_node(e.id, dur=e.end - e.start, stage=e.stage, resource=f"{e.unit}.{e.pipe}", start=e.start)
         for pred, cause, lat, via in e.deps:
@@ -87,16 +88,14 @@ def critical_path_report(events: list, launch: float, dispatch: float) -> dict[s
 
 def bubbles(pipes: list, total_cycles: float, top: int = 8) -> list[dict[str, Any]]:
     """Stall time by pipe kind and cause, as a share of that kind's pipe-time; largest first."""
-    from tfa_sim.engine.report import pipe_kind
-
     count: dict[str, int] = defaultdict(int)
     waits: dict[tuple[str, str, str], float] = defaultdict(float)
     for pipe in pipes:
         kind = pipe_kind(pipe.full_name)
         count[kind] += 1
         for (_stage, cause, what), cycles in pipe.stall_by.items():
-            waits[(kind, cause, re.sub(r"\[aiv\d\]|^veccore\d\.", "", what))] += cycles
-    rows = []
+            waits[(kind, cause, without_lane(what))] += cycles
+    rows: list[dict[str, Any]] = []
     for (kind, cause, what), cycles in waits.items():
         frac = cycles / (count[kind] * total_cycles) if total_cycles else 0.0
         rows.append({"pipe": kind, "cause": cause, "waiting_for": what, "fraction": round(frac, 4),
@@ -119,8 +118,6 @@ def plan(events: list, launch: float, dispatch: float, units: dict[str, int] | N
     """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
     otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.
     Ready tasks go to free servers by longest remaining path first.  Returns (id, start, end)."""
-    from tfa_sim.engine.report import pipe_kind
-
     g = task_graph(events, launch, dispatch)
     order = list(nx.topological_sort(g))
     tail: dict[Any, float] = {}

@@ -66,7 +66,7 @@ def make_blocks(config: Config) -> list[Block]:
     """All blocks of the run in dispatch order."""
     c, t = config.case, config.tiling
     group = c.heads // c.kv_heads
-    out = []
+    out: list[Block] = []
     for b in range(c.batch):
         for h in range(c.heads):
             for r in range(config.blocks_per_head):

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.config import CONFIG_DIR, Config, build_config
-from tfa_sim.simulation import simulate
 from tfa_sim.errors import InputError
 from tfa_sim.hardware import Hardware, load_hardware
+from tfa_sim.simulation import simulate
+from tfa_sim.units import parse_unit
 
 POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
 LIBRARY_STAGE_COSTS = {"compute_qk": 2487, "compute_p": 2489, "compute_pv": 1617, "compute_gu": 834}
@@ -73,10 +74,10 @@ def load_points(path: str | Path = POINTS_FILE) -> list[Point]:
     if not path.is_file():
         raise InputError(f"calibration points {path} not found")
     lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    types = {f.name: f.type for f in dataclasses.fields(Point)}
+    types = {f.name: str(f.type) for f in dataclasses.fields(Point)}
+    convert = {"float": float, "int": int, "str": str}
     try:
-        return [Point(**{k: (float(v) if types[k] == "float" else int(v) if types[k] == "int" else v)
-                         for k, v in row.items()}) for row in csv.DictReader(lines)]
+        return [Point(*[convert[kind](row[name]) for name, kind in types.items()]) for row in csv.DictReader(lines)]
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"calibration points {path}: bad row ({exc}); columns must be "
                          f"{','.join(types)}") from None
@@ -89,8 +90,9 @@ def stage_costs(hw: Hardware) -> dict[str, float]:
     one_core = hw.with_cores(1)
     result = simulate(config, one_core, None, log_events=True)
     total: dict[str, float] = defaultdict(float)
+    assert result.stats.events is not None
     for e in result.stats.events:
-        total[e.stage] += (e.end - e.start) * (0.5 if ".veccore" in e.unit else 1.0)
+        total[e.stage] += (e.end - e.start) * (0.5 if parse_unit(e.unit).kind == "vec" else 1.0)
     return {stage: total[stage] / STAGE_TILES for stage in LIBRARY_STAGE_COSTS}
 
 
@@ -127,7 +129,7 @@ def fit(points: list[Point], progress: Any = None) -> dict[str, Any]:
             return stage_costs(ref.with_values({**values, param: float(x)}))[stage] - LIBRARY_STAGE_COSTS[stage]
         return brentq(gap, lo, hi, xtol=1e-3)
 
-    def stage_fit(system_values: dict) -> dict[tuple[str, str], float]:
+    def stage_fit(system_values: dict[str, float]) -> dict[str, float]:
         """repeat_scale from compute_p, then l0c_to_gm from compute_qk, given the system parameters."""
         values = dict(system_values)
         values["vector.repeat_scale"] = solve("compute_p", "vector.repeat_scale", values, 0.01, 4.0)

@@ -28,15 +28,13 @@ from tfa_sim.backends import get_backend
 from tfa_sim.blocks import make_blocks
 from tfa_sim.compare import EPS, EPS_EXP_MAX, compare, element_failures, ulp_distance, ulp_histogram
 from tfa_sim.config import Config, build_config
-from tfa_sim.dumps import DUMPS
 from tfa_sim.errors import InputError
 from tfa_sim.functional import run_functional
 from tfa_sim.inputs import generate_inputs, load_inputs
+from tfa_sim.intermediates import BY_NAME, NAMES, block_tile, golden_files, read_golden, select
 from tfa_sim.outputs import read_summary, write_json
 
-ORDER = list(DUMPS)  # data-flow order within a tile
-ALIASES = {"qk": "qk_fifo", "x_exp": "p_fifo", "p": "p_fifo", "pv": "pv_fifo", "o": "o_part",
-           "l1_exp_max": "exp_max", "m2_global_max": "global_max", "l2_global_sum": "global_sum"}
+ORDER = list(NAMES)  # data-flow order within a tile
 
 
 @dataclass
@@ -63,59 +61,30 @@ def run_inputs(summary: dict[str, Any], config: Config):
 def model_reference(config: Config, summary: dict[str, Any]):
     """The model's value of a dump: get(name, block, tile) → array."""
     backend = get_backend(summary.get("backend", config.numerics.backend), config.numerics.exp_model)
-    o, rec = run_functional(backend, config, run_inputs(summary, config), record=True)
-    t = config.tiling
+    _o, rec = run_functional(backend, config, run_inputs(summary, config), record=True)
+    assert rec is not None
 
     def get(name: str, block: Any, tile: int) -> np.ndarray:
-        idx = (block.batch, block.head)
-        rows = slice(block.row0, block.row0 + t.cube_s0)
-        cols = slice(tile * t.tile_s1, (tile + 1) * t.tile_s1)
-        if name == "qk_fifo":
-            return rec.qk[idx][rows, cols]
-        if name == "p_fifo":
-            return rec.x_exp[idx][rows, cols]
-        if name == "o_part" and tile == block.tiles - 1:
-            return o[idx][rows]  # after the last tile the dump holds the normalised output
-        table = {"exp_max": rec.l1_exp_max, "global_max": rec.m2_global_max, "global_sum": rec.l2_global_sum,
-                 "pv_fifo": rec.pv, "o_part": rec.running_o}
-        return table[name][idx][tile, rows]
+        return block_tile(BY_NAME[name], rec[name], block, tile, config)
 
     return get
 
 
 def golden_reference(config: Config, directory: Path):
     """Slices of the reference generator's raw files, read once each with the shapes this config implies."""
-    c, t = config.case, config.tiling
-    lead = (c.batch, c.heads) if (c.batch, c.heads) != (1, 1) else ()
     cache: dict[str, np.ndarray | str] = {}
 
-    def load(fname: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray | str:
-        if fname not in cache:
-            path = directory / fname
-            want = int(np.prod(shape)) * np.dtype(dtype).itemsize
-            if not path.is_file():
-                cache[fname] = f"golden file {fname} missing"
-            elif path.stat().st_size != want:
-                cache[fname] = (f"golden {fname} has {path.stat().st_size} bytes, expected {want} "
-                                f"({np.dtype(dtype).name} {shape}): shape or dtype mismatch")
-            else:
-                cache[fname] = np.fromfile(path, dtype=dtype).reshape(lead + shape if lead else shape)
-        return cache[fname]
-
     def get(name: str, block: Any, tile: int) -> np.ndarray | str:
-        _stage, dtype, kind, prefix = DUMPS[name]
-        if kind == "tile":
-            arr = load(f"{prefix}.bin", dtype, (c.s0, c.s1))
-        else:
-            arr = load(f"{prefix}{tile}.bin", dtype, (c.s0,) if kind == "rows" else (c.s0, c.head))
+        item = BY_NAME[name]
+        fname, file_tile = golden_files(item, config)[tile if item.per_tile else 0]
+        if fname not in cache:
+            cache[fname] = read_golden(item, directory, fname, config)
+        arr = cache[fname]
         if isinstance(arr, str):
             return arr
-        if lead:
-            arr = arr[block.batch, block.head]
-        rows = slice(block.row0, block.row0 + t.cube_s0)
-        if kind == "tile":
-            return arr[rows, tile * t.tile_s1:(tile + 1) * t.tile_s1]
-        return arr[rows]
+        if file_tile is not None:  # one tile per file: put it where the full layout has it
+            return block_tile(item, arr[:, :, None], block, 0, config)
+        return block_tile(item, arr, block, tile, config)
 
     return get
 
@@ -130,7 +99,7 @@ def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol:
     manifest = [m for m in json.loads(manifest_path.read_text()) if m["block"] is not None
                 and m["file"].endswith(".npy")]
     config = run_config(summary)
-    wanted = _stage_filter(stages)
+    wanted = select(stages)
     blocks = {b.index: b for b in make_blocks(config)}
     if golden is not None and not Path(golden).is_dir():
         raise InputError(f"--golden {golden} is not a directory")
@@ -151,20 +120,6 @@ def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol:
     return report
 
 
-def _stage_filter(stages: list[str] | None) -> set[str]:
-    if not stages:
-        return set(DUMPS)
-    out = set()
-    for s in stages:
-        name = ALIASES.get(s, s)
-        hit = {n for n, (stage, *_rest) in DUMPS.items() if name in (n, stage)}
-        if not hit:
-            raise InputError(f"--stage {s!r}: use a stage (compute_qk, compute_p, compute_pv, compute_gu) or a "
-                             f"dump ({', '.join(DUMPS)})")
-        out |= hit
-    return out
-
-
 def _compare_one(m: dict, got: np.ndarray, exp: np.ndarray | str, block: Any, bit_exact: bool, eps: float,
                  atol: float | None, rtol: float | None) -> Result:
     name, tile = m["name"], m["tile"]
@@ -177,7 +132,8 @@ def _compare_one(m: dict, got: np.ndarray, exp: np.ndarray | str, block: Any, bi
     if name == "qk_fifo" and not bit_exact:  # skipped causal sub-tiles hold +0 by definition, not scores
         cols = block.active_cols(tile)
         got, exp = got[:, :cols], exp[:, :cols]
-    e = EPS_EXP_MAX if name == "exp_max" else eps
+    own = BY_NAME[name].eps
+    e = own if own != EPS else eps  # the kernel test's own eps for a tensor (exp_max 1e-2) wins over --eps
     rule = compare(got, exp, e, atol, rtol)
     ulps = ulp_distance(got, exp)
     failing = element_failures(got, exp, e, atol, rtol)
@@ -196,7 +152,7 @@ def _compare_one(m: dict, got: np.ndarray, exp: np.ndarray | str, block: Any, bi
 def _report(results: list[Result], summary: dict, golden: Path | None, bit_exact: bool, eps: float) -> dict:
     per_stage: dict[str, dict[str, Any]] = {}
     for r in results:
-        s = per_stage.setdefault(r.name, {"stage": DUMPS[r.name][0], "tiles": {}, "max_abs_err": 0.0,
+        s = per_stage.setdefault(r.name, {"stage": BY_NAME[r.name].stage, "tiles": {}, "max_abs_err": 0.0,
                                           "max_rel_err": 0.0, "max_ulp": 0, "ulp_histogram": {}})
         s["tiles"].setdefault(str(r.tile), True)
         s["tiles"][str(r.tile)] &= r.passed
@@ -212,7 +168,7 @@ def _report(results: list[Result], summary: dict, golden: Path | None, bit_exact
     first = None
     if failed:
         r = failed[0]
-        first = {"name": r.name, "stage": DUMPS[r.name][0], "block": r.block, "tile": r.tile, **r.detail}
+        first = {"name": r.name, "stage": BY_NAME[r.name].stage, "block": r.block, "tile": r.tile, **r.detail}
     return {"run": summary["case"], "reference": str(golden) if golden else "model (bit-exact)",
             "rule": f"KERNEL.md §5, eps {eps:g} (exp_max {EPS_EXP_MAX:g})" + ("; plus 0 ULP" if bit_exact else ""),
             "passed": not failed, "dumps": len(results), "failed": len(failed), "stages": per_stage,

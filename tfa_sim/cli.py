@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tfa_sim.config import Config, load_config
 from tfa_sim.errors import InputError, TfaError
@@ -56,7 +57,7 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     inputs = generate_inputs(config)
     write_input_bins(inputs, out)
-    kernel_golden(inputs, config).write(out)
+    kernel_golden(inputs, config, record=True).write(out, config)
     print(f"tfa-sim gen-data: {config.name} → {out} (inputs and kernel-ordered golden, raw .bin)")
     return 0
 
@@ -161,10 +162,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
-                                     "Ascend A2/A3 NPUs: bit-accurate outputs and schedule timing.")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _run_parsers(sub: Any) -> None:
+    """``run``, ``gen-data`` and ``check``."""
     p = sub.add_parser("run", help="run one config: output, golden check, summary")
     _config_args(p)
     p.add_argument("--inputs", help="directory with q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin (fp16)")
@@ -189,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, help="relative tolerance (default eps)")
     p.add_argument("--stage", action="append", help="only these stages or dumps, e.g. compute_p or qk,pv")
     p.set_defaults(func=cmd_check)
+
+
+def _explore_parsers(sub: Any) -> None:
+    """``sweep``, ``sweep-report``, ``timeline``, ``plan`` and ``calibrate``."""
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
     p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
     p.add_argument("--out", help="output directory (default runs/sweep-<file>); rerunning resumes it")
@@ -223,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")
     p.set_defaults(func=cmd_calibrate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
+                                     "Ascend A2/A3 NPUs: bit-accurate outputs and schedule timing.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _run_parsers(sub)
+    _explore_parsers(sub)
     return parser
 
 

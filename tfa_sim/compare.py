@@ -72,7 +72,7 @@ def compare(got: np.ndarray, expected: np.ndarray, eps: float = EPS, atol: float
 def ulp_distance(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
     """Units in the last place between same-dtype fp16/fp32 arrays (0 = bit-identical; NaNs count as 0
     when both are NaN)."""
-    bits = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int32}[got.dtype]
+    bits = np.int16 if got.dtype == np.float16 else np.int32
     def ordered(a: np.ndarray) -> np.ndarray:
         i = a.view(bits).astype(np.int64)
         return np.where(i < 0, np.iinfo(bits).min - i, i)  # monotone in the float value, ±0 adjacent

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfa_sim.errors import InputError
-
 
 
 def _config_dir() -> Path:
@@ -246,7 +246,7 @@ def merge(data: dict[str, Any], section: str, key: str, value: Any) -> dict[str,
 
 
 def load_config(path: str | Path | None = None, case: str | None = None,
-                overrides: list[str] = ()) -> Config:
+                overrides: Sequence[str] = ()) -> Config:
     """Config from a file, a shipped case, or defaults (``DEFAULT_CASE``), then ``--set`` overrides."""
     if path is not None and case is not None:
         raise InputError("give either a CONFIG file or --case NAME, not both")

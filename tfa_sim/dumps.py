@@ -24,23 +24,17 @@ import numpy as np
 from tfa_sim.blocks import make_blocks
 from tfa_sim.config import Config, parse_span
 from tfa_sim.errors import InputError
+from tfa_sim.intermediates import (
+    BY_NAME,
+    INTERMEDIATES,
+    block_shape,
+    block_tile,
+    empty_full,
+    golden_array,
+    write_golden,
+)
 from tfa_sim.outputs import write_json
-
-#: Dump name → (stage that produces it, dtype, per-tile shape kind, golden file prefix) in data-flow order.
-DUMPS = {
-    "qk_fifo": ("compute_qk", np.float32, "tile", "qk"),
-    "p_fifo": ("compute_p", np.float16, "tile", "p"),
-    "exp_max": ("compute_p", np.float32, "rows", "exp_max_part"),
-    "global_max": ("compute_p", np.float32, "rows", "global_max_part"),
-    "global_sum": ("compute_p", np.float32, "rows", "global_sum_part"),
-    "pv_fifo": ("compute_pv", np.float32, "head", "pv_tile_fifo"),
-    "o_part": ("compute_gu", np.float32, "head", "o_part"),
-}
-
-
-def tile_shape(config: Config, kind: str) -> tuple[int, ...]:
-    t = config.tiling
-    return {"tile": (t.cube_s0, t.tile_s1), "rows": (t.cube_s0,), "head": (t.cube_s0, config.case.head)}[kind]
+from tfa_sim.units import parse_unit
 
 
 def selection(config: Config) -> list[tuple[int, list[int]]]:
@@ -57,8 +51,8 @@ def full_dump(config: Config) -> bool:
 
 def estimate_bytes(config: Config) -> int:
     """Bytes the dumps will take (npy and raw copies, plus the full-S0 files when everything is dumped)."""
-    per_tile = sum(int(np.prod(tile_shape(config, kind))) * np.dtype(dtype).itemsize
-                   for _stage, dtype, kind, _g in DUMPS.values())
+    per_tile = sum(int(np.prod(block_shape(item, config))) * np.dtype(item.dtype).itemsize
+                   for item in INTERMEDIATES)
     tiles = sum(len(ts) for _b, ts in selection(config))
     total = 2 * per_tile * tiles
     if full_dump(config):
@@ -101,16 +95,16 @@ class DumpRecorder:
         if (block, tile) not in self.wanted:
             return
         key = (name, block, tile)
-        _stage, dtype, kind, _g = DUMPS[name]
+        item = BY_NAME[name]
         entry = self.partial.get(key)
         if entry is None:
-            entry = self.partial[key] = [np.empty(tile_shape(self.config, kind), dtype), 0]
+            entry = self.partial[key] = [np.empty(block_shape(item, self.config), item.dtype), 0]
         entry[0][row0:row0 + rows.shape[0]] = rows
         entry[1] += rows.shape[0]
         if entry[1] == entry[0].shape[0]:
             del self.partial[key]
             pipe = ins.pipe
-            event = {"core": pipe.unit.split(".")[0], "unit": pipe.unit, "pipe": pipe.name,
+            event = {"core": parse_unit(pipe.unit).core_name, "unit": pipe.unit, "pipe": pipe.name,
                      "instruction": ins.kind, "start_cycle": ins.start, "end_cycle": ins.end}
             self.done.append(Dump(name, block, tile, entry[0], slot, event))
 
@@ -124,14 +118,15 @@ def write_dumps(run_dir: Path, recorder: DumpRecorder, config: Config) -> int:
     manifest = []
     written = 0
     for d in recorder.done:
-        stage, dtype, _kind, _g = DUMPS[d.name]
+        item = BY_NAME[d.name]
         base = f"block{d.block}_{d.name}{d.tile}"
         np.save(tmp / f"{base}.npy", d.data, allow_pickle=False)
         d.data.tofile(tmp / f"{base}.bin")
         written += 2 * d.data.nbytes
         for ext in ("npy", "bin"):
-            manifest.append({"file": f"{base}.{ext}", "name": d.name, "stage": stage, "block": d.block,
-                             "tile": d.tile, "sub": None, "dtype": np.dtype(dtype).name, "shape": list(d.data.shape),
+            manifest.append({"file": f"{base}.{ext}", "name": d.name, "stage": item.stage, "block": d.block,
+                             "tile": d.tile, "sub": None, "dtype": np.dtype(item.dtype).name,
+                             "shape": list(d.data.shape),
                              "slot": d.slot, "event": d.event})
     if full_dump(config):
         for entry in _reference_layout(tmp, recorder, config):
@@ -144,43 +139,21 @@ def write_dumps(run_dir: Path, recorder: DumpRecorder, config: Config) -> int:
 
 
 def _reference_layout(tmp: Path, recorder: DumpRecorder, config: Config) -> list[dict[str, Any]]:
-    """Assemble blocks into the reference generator's full-S0 files."""
-    c, t = config.case, config.tiling
-    lead = (c.batch, c.heads)
-    blocks = {b.index: b for b in make_blocks(config)}
-    tiles = config.tiles
-    full = {"qk_fifo": np.zeros(lead + (c.s0, c.s1), np.float32), "p_fifo": np.zeros(lead + (c.s0, c.s1), np.float16)}
-    per_tile = {name: [None] * tiles for name in ("exp_max", "global_max", "global_sum", "pv_fifo", "o_part")}
-    shapes = {"exp_max": (c.s0,), "global_max": (c.s0,), "global_sum": (c.s0,), "pv_fifo": (c.s0, c.head),
-              "o_part": (c.s0, c.head)}
-    carried = {"exp_max": 1.0, "pv_fifo": 0.0}  # what a tile a causal block does not issue contributes
+    """Assemble the blocks' tiles into the full layout and write the reference generator's files."""
+    tensors = {item.name: empty_full(item, config) for item in INTERMEDIATES}
     by_key = {(d.name, d.block, d.tile): d.data for d in recorder.done}
-    for tile in range(tiles):
-        for name in per_tile:
-            per_tile[name][tile] = np.zeros(lead + shapes[name], np.float32)
-    for b in blocks.values():
-        rows = slice(b.row0, b.row0 + t.cube_s0)
-        idx = (b.batch, b.head)
-        for tile in range(tiles):
-            cols = slice(tile * t.tile_s1, (tile + 1) * t.tile_s1)
-            src = tile if tile < b.tiles else b.tiles - 1
-            for name in ("qk_fifo", "p_fifo"):
+    for b in make_blocks(config):
+        for item in INTERMEDIATES:
+            full = tensors[item.name]
+            for tile in range(config.tiles):
                 if tile < b.tiles:
-                    full[name][idx][rows, cols] = by_key[(name, b.index, tile)]
-            for name in per_tile:
-                value = by_key[(name, b.index, src)] if (tile < b.tiles or name not in carried) else carried[name]
-                per_tile[name][tile][idx][rows] = value
-    files = {"qk.bin": ("qk_fifo", None, full["qk_fifo"]), "p.bin": ("p_fifo", None, full["p_fifo"]),
-             "o.bin": ("o_part", None, per_tile["o_part"][-1])}
-    for name, prefix in (("exp_max", "exp_max_part"), ("global_max", "global_max_part"),
-                         ("global_sum", "global_sum_part"), ("pv_fifo", "pv_tile_fifo"), ("o_part", "o_part")):
-        for tile, arr in enumerate(per_tile[name]):
-            files[f"{prefix}{tile}.bin"] = (name, tile, arr)
-    entries = []
-    for fname, (name, tile, arr) in files.items():
-        arr = arr[0, 0] if lead == (1, 1) else arr
-        arr.tofile(tmp / fname)
-        entries.append({"file": fname, "name": name, "stage": DUMPS[name][0], "block": None, "tile": tile,
-                        "sub": None, "dtype": arr.dtype.name, "shape": list(arr.shape), "slot": None,
-                        "event": None})
+                    block_tile(item, full, b, tile, config)[...] = by_key[(item.name, b.index, tile)]
+                elif item.skipped is None:  # carried: the block's last issued tile
+                    block_tile(item, full, b, tile, config)[...] = by_key[(item.name, b.index, b.tiles - 1)]
+    entries = write_golden(tensors, tmp, config)
+    o = golden_array(BY_NAME["o_part"], tensors["o_part"], config.tiles - 1)
+    np.ascontiguousarray(o).tofile(tmp / "o.bin")
+    item = BY_NAME["o_part"]
+    entries.append({"file": "o.bin", "name": item.name, "stage": item.stage, "block": None, "tile": None,
+                    "sub": None, "dtype": o.dtype.name, "shape": list(o.shape), "slot": None, "event": None})
     return entries

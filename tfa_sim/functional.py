@@ -5,14 +5,13 @@ output bits do not depend on the schedule, so this is also its reference.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tfa_sim.backends import Backend
 from tfa_sim.blocks import Block, make_blocks
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
+from tfa_sim.intermediates import INTERMEDIATES, empty_full
 from tfa_sim.numerics import softmax_scale
 from tfa_sim.stages.compute_gu import update
 from tfa_sim.stages.compute_p import softmax
@@ -21,30 +20,14 @@ from tfa_sim.stages.compute_pv import pv_tile
 F32 = np.float32
 
 
-@dataclass(frozen=True)
-class Intermediates:
-    """Every stage's output, leading [batch, heads]; per-tile arrays have a tile axis.
+#: Every intermediate of a run in the full layout (tfa_sim.intermediates), by dump name.  Tiles a causal
+#: block does not issue hold what the kernel would carry: QK and x_exp +0, l1_exp_max 1, running max/sum/O
+#: unchanged, PV +0.
+Intermediates = dict[str, np.ndarray]
 
-    Tiles a causal block does not issue hold the values the kernel would carry:
-    QK and x_exp +0, l1_exp_max 1, running max/sum/O unchanged, PV +0.
-    """
 
-    qk: np.ndarray  # fp32 [B, H, S0, S1]
-    x_exp: np.ndarray  # fp16 [B, H, S0, S1]
-    l1_exp_max: np.ndarray  # fp32 [B, H, T, S0]
-    m2_global_max: np.ndarray  # fp32 [B, H, T, S0]
-    l2_global_sum: np.ndarray  # fp32 [B, H, T, S0]
-    pv: np.ndarray  # fp32 [B, H, T, S0, HEAD]
-    running_o: np.ndarray  # fp32 [B, H, T, S0, HEAD], after GU(t)
-
-    @classmethod
-    def empty(cls, config: Config) -> Intermediates:
-        c, n = config.case, config.tiles
-        lead = (c.batch, c.heads)
-        return cls(np.zeros(lead + (c.s0, c.s1), F32), np.zeros(lead + (c.s0, c.s1), np.float16),
-                   np.ones(lead + (n, c.s0), F32), np.zeros(lead + (n, c.s0), F32),
-                   np.zeros(lead + (n, c.s0), F32), np.zeros(lead + (n, c.s0, c.head), F32),
-                   np.zeros(lead + (n, c.s0, c.head), F32))
+def empty_intermediates(config: Config) -> Intermediates:
+    return {item.name: empty_full(item, config) for item in INTERMEDIATES}
 
 
 def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
@@ -81,13 +64,13 @@ def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
             running_o[hs] = update(backend, t == 0, t == last, running_o[hs], pv[hs], exp_max[hs], l[hs])
         if record is not None:
             idx = (block.batch, block.head)
-            record.qk[idx][rows, cols] = qk_tile
-            record.x_exp[idx][rows, cols] = x_exp
-            record.l1_exp_max[idx][t, rows] = exp_max
-            record.pv[idx][t, rows] = pv
-            record.m2_global_max[idx][t:, rows] = m
-            record.l2_global_sum[idx][t:, rows] = l
-            record.running_o[idx][t:, rows] = running_o
+            record["qk_fifo"][idx][rows, cols] = qk_tile
+            record["p_fifo"][idx][rows, cols] = x_exp
+            record["exp_max"][idx][t, rows] = exp_max
+            record["pv_fifo"][idx][t, rows] = pv
+            record["global_max"][idx][t:, rows] = m  # carried to the tiles a causal block does not issue
+            record["global_sum"][idx][t:, rows] = l
+            record["o_part"][idx][t:, rows] = running_o
     return running_o
 
 
@@ -96,7 +79,7 @@ def run_functional(backend: Backend, config: Config, inputs: Inputs,
     """O [batch, heads, S0, HEAD] fp32 and, with ``record``, every intermediate."""
     c = config.case
     out = np.empty((c.batch, c.heads, c.s0, c.head), F32)
-    rec = Intermediates.empty(config) if record else None
+    rec = empty_intermediates(config) if record else None
     for block in make_blocks(config):
         out[block.batch, block.head, block.row0:block.row0 + config.tiling.cube_s0] = \
             run_block(backend, config, block, inputs, rec)

@@ -1,109 +1,120 @@
 """Goldens: a float64 reference attention and the reference generator's kernel-ordered golden.
 
-The kernel-ordered golden follows KERNEL.md §5 the way the reference data
-generator computes it (float64 scale and exp rounded to fp32, BLAS fp32
-matmuls, fp16 P), so it is close to — not bit-equal with — tfa-sim's model.
+The kernel-ordered golden follows the recurrence of docs/kernel.md the way
+the reference data generator computes it (float64 scale and exp rounded to
+fp32, BLAS fp32 matmuls, fp16 P), so it is close to — not bit-equal with —
+tfa-sim's model.  Both are computed per (batch, head) and in row or column
+blocks, so their memory grows with one block of scores, not with S0·S1.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
+from tfa_sim.intermediates import BY_NAME, empty_full, write_golden
 from tfa_sim.numerics import MASK_VALUE
 
 F32 = np.float32
+#: Score elements (float64) the reference attention holds at once.
+REFERENCE_CHUNK = 1 << 22
 
 
-def _expand_kv(a: np.ndarray, heads: int) -> np.ndarray:
-    """K/V per query head: query head h reads kv head h // (heads // kv_heads)."""
-    return np.repeat(a, heads // a.shape[1], axis=1)
-
-
-def _causal_above(s0: int, s1: int, col0: int = 0) -> np.ndarray:
+def _causal_above(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Boolean mask of elements strictly above the diagonal (column > row)."""
-    return (col0 + np.arange(s1))[None, :] > np.arange(s0)[:, None]
+    return cols[None, :] > rows[:, None]
+
+
+def _heads(config: Config):
+    """(batch, head, kv head) of every query head."""
+    c = config.case
+    group = c.heads // c.kv_heads
+    return [(b, h, h // group) for b in range(c.batch) for h in range(c.heads)]
 
 
 def reference_attention(inputs: Inputs, config: Config) -> np.ndarray:
-    """softmax(Q·Kᵀ/sqrt(HEAD))·V in float64, [batch, heads, S0, HEAD]."""
+    """softmax(Q·Kᵀ/sqrt(HEAD))·V in float64, [batch, heads, S0, HEAD], in row blocks."""
     c = config.case
-    q = inputs.q.astype(np.float64)
-    k = _expand_kv(inputs.k, c.heads).astype(np.float64)
-    v = _expand_kv(inputs.v, c.heads).astype(np.float64)
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(c.head)
-    if c.causal:
-        s = np.where(_causal_above(c.s0, c.s1), -np.inf, s)
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    return (s / s.sum(axis=-1, keepdims=True)) @ v
+    out = np.empty((c.batch, c.heads, c.s0, c.head), np.float64)
+    step = max(1, REFERENCE_CHUNK // c.s1)
+    cols = np.arange(c.s1)
+    for b, h, kv in _heads(config):
+        k = inputs.k[b, kv].astype(np.float64)
+        v = inputs.v[b, kv].astype(np.float64)
+        for r0 in range(0, c.s0, step):
+            q = inputs.q[b, h, r0:r0 + step].astype(np.float64)
+            s = q @ k.T / np.sqrt(c.head)
+            if c.causal:
+                s = np.where(_causal_above(np.arange(r0, r0 + q.shape[0]), cols), -np.inf, s)
+            e = np.exp(s - s.max(axis=-1, keepdims=True))
+            out[b, h, r0:r0 + q.shape[0]] = (e / e.sum(axis=-1, keepdims=True)) @ v
+    return out
 
 
-@dataclass(frozen=True)
 class KernelGolden:
-    """The generator's golden files, each with leading [batch, heads] axes; per-tile lists by t."""
+    """The generator's recurrence over tiles: ``o`` always; every intermediate (full layout, by dump name)
+    plus ``p_fp32`` only when recorded (``tfa-sim gen-data``, ``tfa-sim check --golden``)."""
 
-    qk: np.ndarray
-    p: np.ndarray
-    p_fp32: np.ndarray
-    pv_tile_fifo: list[np.ndarray]
-    exp_max_part: list[np.ndarray]
-    global_max_part: list[np.ndarray]
-    global_sum_part: list[np.ndarray]
-    o_part: list[np.ndarray]
-    o: np.ndarray
+    def __init__(self, o: np.ndarray, tensors: dict[str, np.ndarray] | None, p_fp32: np.ndarray | None) -> None:
+        self.o, self.tensors, self.p_fp32 = o, tensors, p_fp32
 
-    def write(self, directory: Path) -> None:
+    def write(self, directory: Path, config: Config) -> None:
         """Raw little-endian files named as the reference generator names them."""
-        singles = {"qk": self.qk, "p": self.p, "p_fp32": self.p_fp32, "o": self.o,
-                   "pv": sum(self.pv_tile_fifo[1:], self.pv_tile_fifo[0].copy())}
-        for name, a in singles.items():
-            np.ascontiguousarray(a).tofile(directory / f"{name}.bin")
-        for prefix, parts in (("pv_tile_fifo", self.pv_tile_fifo), ("exp_max_part", self.exp_max_part),
-                              ("global_max_part", self.global_max_part), ("global_sum_part", self.global_sum_part),
-                              ("o_part", self.o_part)):
-            for t, a in enumerate(parts):
-                np.ascontiguousarray(a).tofile(directory / f"{prefix}{t}.bin")
+        assert self.tensors is not None and self.p_fp32 is not None, "record=True is needed to write the files"
+        write_golden(self.tensors, directory, config)
+        pv = self.tensors["pv_fifo"].sum(axis=2, dtype=F32)
+        lead1 = self.o.shape[:2] == (1, 1)
+        for name, a in (("p_fp32", self.p_fp32), ("pv", pv), ("o", self.o)):
+            np.ascontiguousarray(a[0, 0] if lead1 else a).tofile(directory / f"{name}.bin")
 
 
-def kernel_golden(inputs: Inputs, config: Config) -> KernelGolden:
-    """Tile-wise recurrence over all S1/TILE_S1 tiles, full S0 at once, as the generator does it."""
+def kernel_golden(inputs: Inputs, config: Config, record: bool = False) -> KernelGolden:
+    """Tile-wise recurrence over all S1/TILE_S1 tiles, full S0 of each head at once, as the generator does."""
+    c = config.case
+    o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
+    tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
+    p_fp32 = np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None
+    for b, h, kv in _heads(config):
+        o[b, h] = _golden_head(inputs.q[b, h], inputs.k[b, kv], inputs.v[b, kv], config,
+                               None if tensors is None else {n: a[b, h] for n, a in tensors.items()},
+                               None if p_fp32 is None else p_fp32[b, h])
+    return KernelGolden(o, tensors, p_fp32)
+
+
+def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Config,
+                 rec: dict[str, np.ndarray] | None, p_fp32: np.ndarray | None) -> np.ndarray:
     c, tile = config.case, config.tiling.tile_s1
     scale = 1 / np.sqrt(c.head)  # float64 scalar: (x − max)·scale and exp run in float64
-    q32 = inputs.q.astype(F32)
-    k32 = _expand_kv(inputs.k, c.heads).astype(F32)
-    v32 = _expand_kv(inputs.v, c.heads).astype(F32)
-    qk = np.matmul(q32, np.swapaxes(k32, -1, -2))
-    p = np.empty(qk.shape, np.float16)
-    p_fp32 = np.empty_like(qk)
-    pv_parts, em_parts, max_parts, sum_parts, o_parts = [], [], [], [], []
+    q32 = q16.astype(F32)
+    rows = np.arange(c.s0)
     m = l = o = None
     for t in range(c.s1 // tile):
         cols = slice(t * tile, (t + 1) * tile)
-        x = qk[..., cols]
+        x = q32 @ k16[cols].astype(F32).T
+        qk = x
         if c.causal:
-            x = np.where(_causal_above(c.s0, tile, t * tile), x + MASK_VALUE, x)
+            x = np.where(_causal_above(rows, np.arange(t * tile, (t + 1) * tile)), x + MASK_VALUE, x)
         tile_max = x.max(axis=-1)
         if m is None:
             m_new, em = tile_max, np.ones_like(tile_max)
         else:
             m_new = np.maximum(tile_max, m)
             em = np.exp((m - m_new) * scale).astype(F32)
-        e = np.exp((x - m_new[..., None]) * scale).astype(F32)
+        e = np.exp((x - m_new[:, None]) * scale).astype(F32)
         tile_sum = e.sum(axis=-1, dtype=F32)
         l = tile_sum if l is None else em * l + tile_sum
         m = m_new
-        p_fp32[..., cols] = e
-        p[..., cols] = e.astype(np.float16)
-        pv = np.matmul(p[..., cols].astype(F32), v32[..., cols, :])
-        o = pv if o is None else em[..., None] * o + pv
-        pv_parts.append(pv)
-        em_parts.append(em)
-        max_parts.append(m)
-        sum_parts.append(l)
-        o_parts.append(o)
-    o_final = (o / l[..., None]).astype(F32)
-    o_parts[-1] = o_final
-    return KernelGolden(qk, p, p_fp32, pv_parts, em_parts, max_parts, sum_parts, o_parts, o_final)
+        p = e.astype(np.float16)
+        pv = p.astype(F32) @ v16[cols].astype(F32)
+        o = pv if o is None else em[:, None] * o + pv
+        if rec is not None and p_fp32 is not None:
+            rec["qk_fifo"][:, cols], rec["p_fifo"][:, cols], p_fp32[:, cols] = qk, p, e
+            rec["exp_max"][t], rec["global_max"][t], rec["global_sum"][t], rec["pv_fifo"][t] = em, m, l, pv
+            rec["o_part"][t] = o
+    assert o is not None and l is not None
+    o_final = (o / l[:, None]).astype(F32)
+    if rec is not None:
+        rec["o_part"][-1] = o_final
+    return o_final

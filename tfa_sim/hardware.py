@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tfa_sim.config import CONFIG_DIR, HardwareConfig
 from tfa_sim.errors import InputError
@@ -179,7 +180,7 @@ def _section(data: dict[str, Any], name: str, cls: type, path: Path) -> Any:
     table = data.get(name)
     if not isinstance(table, dict):
         raise InputError(f"hardware file {path}: [{name}] table missing; copy configs/hw/910b2.toml as a template")
-    fields = {f.name: f.type for f in dataclasses.fields(cls)}
+    fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
     missing, unknown = sorted(set(fields) - set(table)), sorted(set(table) - set(fields))
     if missing or unknown:
         raise InputError(f"hardware file {path}: [{name}] " + (f"misses {', '.join(missing)}" if missing else

@@ -48,8 +48,9 @@ def check_legal(config: Config) -> None:
     _require(t.tile_s1 % t.cube_s1 == 0, f"TILE_S1 % CUBE_S1 == 0 broken: tiling.tile_s1={t.tile_s1}, "
              f"tiling.cube_s1={t.cube_s1}; use tile_s1={max(t.cube_s1, t.tile_s1 // t.cube_s1 * t.cube_s1)}")
     kf = t.k_tile_factor
+    legal_cube_s0 = 2 * kf * max(1, t.cube_s0 // (2 * kf))
     _require(t.cube_s0 % (2 * kf) == 0, f"CUBE_S0 % (2·kTileFactor) == 0 broken: cube_s0={t.cube_s0}, "
-             f"kTileFactor={kf} (tile_s1/cube_s1); use a smaller tile_s1 or cube_s0={2 * kf * max(1, t.cube_s0 // (2 * kf))}")
+             f"kTileFactor={kf} (tile_s1/cube_s1); use a smaller tile_s1 or cube_s0={legal_cube_s0}")
     _require(t.vec_s0 * 4 % 32 == 0, f"Vec_S0·4 must be a multiple of 32 bytes: Vec_S0 = cube_s0/2/kTileFactor = "
              f"{t.vec_s0} rows; need Vec_S0 ≥ 8, e.g. tile_s1={t.cube_s1 * max(1, t.cube_s0 // 16)} or larger cube_s1")
     _require(t.cube_s0 // 2 * 4 % 32 == 0, f"(CUBE_S0/2)·4 must be a multiple of 32 bytes: cube_s0={t.cube_s0}; "
@@ -68,7 +69,8 @@ def check_legal(config: Config) -> None:
     _require(use.l0c_accumulator <= acc, f"one L0C accumulator needs {use.l0c_accumulator} bytes > {acc} "
              f"(l0c {hw.l0c} / schedule.l0c={s.l0c}); reduce cube_s0 or cube_s1")
     a_half, b_half = hw.l0a // s.l0a, hw.l0b // s.l0b
-    for stage, m, n, kdim in (("compute_qk", t.cube_s0, t.cube_s1, c.head), ("compute_pv", t.cube_s0, c.head, t.cube_s1)):
+    matmuls = (("compute_qk", t.cube_s0, t.cube_s1, c.head), ("compute_pv", t.cube_s0, c.head, t.cube_s1))
+    for stage, m, n, kdim in matmuls:
         _require(cube_k(m, n, kdim, a_half, b_half) is not None,
                  f"{stage}: no CubeK in 256/128/64/32 fits L0A/L0B halves ({a_half}/{b_half} bytes) with M={m}, "
                  f"N={n}; reduce cube_s0 or use schedule.l0a/l0b=1")

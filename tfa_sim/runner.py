@@ -15,14 +15,15 @@ from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
 from tfa_sim.config import Config
 from tfa_sim.dumps import DumpRecorder, check_size, write_dumps
-from tfa_sim.simulation import simulate
-from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.engine.chip import SimResult
 from tfa_sim.engine.report import format_timing, timing_summary
 from tfa_sim.errors import InputError
 from tfa_sim.golden import kernel_golden, reference_attention
-from tfa_sim.hardware import load_hardware
+from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.outputs import new_run_dir, write_events, write_json, write_npy
+from tfa_sim.simulation import simulate
+from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.trace import build_trace, collect_counters, write_trace
 
 
@@ -60,26 +61,41 @@ def get_inputs(config: Config, inputs_dir: str | None) -> tuple[Inputs, str]:
     return generate_inputs(config), f"generated (reference generator, seed {config.numerics.seed})"
 
 
-def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None,
-        event_log: bool = True) -> RunResult:
-    """Simulate one config; write ``o.npy`` (numerics on), ``summary.json`` and ``events.csv``."""
-    hw = load_hardware(config.hardware)
-    numerics = None
-    summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
+@dataclass
+class Computed:
+    """A finished simulation, not yet written: the run's results in memory."""
+
+    config: Config
+    hw: Hardware
+    sim: SimResult
+    numerics: Numerics | None
+    summary: dict[str, Any]
+
+
+def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, Any]) -> Numerics | None:
+    """Inputs, backend and (with the intermediate check) the dump recorder; None for timing only."""
+    if not config.numerics.enabled:
+        if inputs_dir or config.numerics.intermediate_check:
+            raise InputError("--inputs and --intermediate-check need numerics: drop --no-numerics "
+                             "(numerics.enabled=false)")
+        return None
+    inputs, source = get_inputs(config, inputs_dir)
+    backend = get_backend(config.numerics.backend, config.numerics.exp_model)
     recorder = None
-    if config.numerics.enabled:
-        inputs, source = get_inputs(config, inputs_dir)
-        backend = get_backend(config.numerics.backend, config.numerics.exp_model)
-        if config.numerics.intermediate_check:
-            size = check_size(config)
-            print(f"tfa-sim run: intermediate dumps will take {size / 2 ** 20:.1f} MiB", flush=True)
-            recorder = DumpRecorder(config)
-        c = config.case
-        numerics = Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32), recorder)
-        summary.update(backend=backend.name, exp_model=config.numerics.exp_model, inputs=source)
-    elif inputs_dir or config.numerics.intermediate_check:
-        raise InputError("--inputs and --intermediate-check need numerics: drop --no-numerics "
-                         "(numerics.enabled=false)")
+    if config.numerics.intermediate_check:
+        size = check_size(config)
+        print(f"tfa-sim run: intermediate dumps will take {size / 2 ** 20:.1f} MiB", flush=True)
+        recorder = DumpRecorder(config)
+    c = config.case
+    summary.update(backend=backend.name, exp_model=config.numerics.exp_model, inputs=source)
+    return Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32), recorder)
+
+
+def compute(config: Config, inputs_dir: str | None = None, event_log: bool = True) -> Computed:
+    """Simulate one config and check its output against the goldens; nothing is written."""
+    hw = load_hardware(config.hardware)
+    summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
+    numerics = prepare_numerics(config, inputs_dir, summary)
     sim = simulate(config, hw, numerics, log_events=event_log)
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)
@@ -87,9 +103,15 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     if numerics is not None:
         vs_fp64 = compare(numerics.out, reference_attention(numerics.inputs, config))
         vs_kernel = compare(numerics.out, kernel_golden(numerics.inputs, config).o)
-        summary["golden"] = {"passed": vs_fp64.passed, "rule": "KERNEL.md §5, eps 1e-3",
+        summary["golden"] = {"passed": vs_fp64.passed, "rule": "docs/kernel.md \"Comparison rule\", eps 1e-3",
                              "vs_reference_fp64": vs_fp64.to_dict(), "vs_kernel_golden": vs_kernel.to_dict()}
     summary.update(config=config.to_dict(), versions=versions())
+    return Computed(config, hw, sim, numerics, summary)
+
+
+def write(done: Computed, out_dir: str | None = None) -> RunResult:
+    """Write a computed run into ``out_dir`` (default: a new ``runs/<case>-<time>``)."""
+    config, hw, sim, numerics, summary = done.config, done.hw, done.sim, done.numerics, done.summary
     path = Path(out_dir) if out_dir else new_run_dir(config.name)
     path.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_FILES:  # a reused --out must not keep a previous run's files
@@ -97,21 +119,27 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     shutil.rmtree(path / "dumps", ignore_errors=True)
     if numerics is not None:
         write_npy(path / "o.npy", numerics.out)
-    if sim.stats.events is not None:
-        write_events(path / "events.csv", sim.stats.events)
+    events = sim.stats.events
+    if events is not None:
+        write_events(path / "events.csv", events)
         meta = {"case": config.name, "hardware": hw.name, "config": summary["config"],
                 "total_cycles": summary["total_cycles"], "time_us": summary["time_us"]}
-        write_trace(path / "trace.json", build_trace(sim.stats.events, collect_counters(sim.stats.pools),
-                                                     hw.clock_mhz, meta))
-    if recorder is not None:
-        summary["dumps"] = {"dir": "dumps", "bytes": write_dumps(path, recorder, config),
-                            "tiles": len(recorder.done)}
+        write_trace(path / "trace.json", build_trace(events, collect_counters(sim.stats.pools), hw.clock_mhz, meta))
+    if numerics is not None and numerics.dumps is not None:
+        summary["dumps"] = {"dir": "dumps", "bytes": write_dumps(path, numerics.dumps, config),
+                            "tiles": len(numerics.dumps.done)}
     write_json(path / "summary.json", summary)
-    if sim.stats.events is not None and len(sim.stats.events) <= TIMELINE_MAX_EVENTS:
+    if events is not None and len(events) <= TIMELINE_MAX_EVENTS:
         from tfa_sim.timeline import make_view, render
 
-        render([make_view(path.name, summary, sim.stats.events)], path / "timeline.svg")
+        render([make_view(path.name, summary, events)], path / "timeline.svg")
     return RunResult(path, numerics.out if numerics else None, summary)
+
+
+def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None,
+        event_log: bool = True) -> RunResult:
+    """Simulate one config and write its run directory (``tfa-sim run``)."""
+    return write(compute(config, inputs_dir, event_log), out_dir)
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:

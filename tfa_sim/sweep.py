@@ -24,10 +24,11 @@ import operator
 import os
 import random
 import tomllib
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tfa_sim.config import build_config, merge
 from tfa_sim.errors import InputError, ScheduleError
@@ -167,9 +168,9 @@ def points(sweep: Sweep) -> list[dict[str, Any]]:
 def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: str = "time_us") -> dict[str, Any]:
     """Simulate one point (in a worker): the row that goes into results.jsonl."""
     from tfa_sim.buffers.capacity import buffer_use
-    from tfa_sim.simulation import simulate
     from tfa_sim.engine.report import timing_summary
     from tfa_sim.hardware import load_hardware
+    from tfa_sim.simulation import simulate
 
     row: dict[str, Any] = {"key": point["key"], "overrides": point["overrides"]}
     try:
@@ -198,8 +199,8 @@ def _numerics(config):
     import numpy as np
 
     from tfa_sim.backends import get_backend
-    from tfa_sim.stages.block_kernel import Numerics
     from tfa_sim.inputs import generate_inputs
+    from tfa_sim.stages.block_kernel import Numerics
 
     c = config.case
     return Numerics(get_backend(config.numerics.backend, config.numerics.exp_model), generate_inputs(config),

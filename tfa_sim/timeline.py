@@ -18,7 +18,8 @@ from typing import Any
 
 from tfa_sim.errors import InputError
 from tfa_sim.outputs import read_events, read_summary
-from tfa_sim.trace import PIPES, unit_kind, unit_order
+from tfa_sim.trace import unit_kind, unit_order
+from tfa_sim.units import PIPES, parse_unit
 
 STAGES = {"compute_qk": ("QK", "#4C72B0"), "compute_p": ("P", "#DD8452"), "compute_pv": ("PV", "#55A868"),
           "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C")}
@@ -89,11 +90,11 @@ def load_view(run_dir: str | Path, by: str | None, cores: set[int] | None, tiles
 def make_view(name: str, summary: dict[str, Any], events: list, by: str | None = None,
               cores: set[int] | None = None, tiles: tuple[int, int] | None = None, arrows: bool = False) -> RunView:
     """Select, lay out and label one run's events."""
-    events = [e for e in events if (cores is None or int(e.unit.split(".")[0][4:]) in cores)
+    events = [e for e in events if (cores is None or parse_unit(e.unit).core in cores)
               and (tiles is None or tiles[0] <= e.tile < tiles[1])]
     if not events:
         raise InputError(f"{name}: no instructions left after --cores/--tiles; widen the selection")
-    shown = {e.unit.split(".")[0] for e in events}
+    shown = {parse_unit(e.unit).core for e in events}
     by = by or ("pipe" if len(shown) <= 4 else "unit")
     lanes, bars = _lanes_and_bars(events, by)
     flows = _arrows(events, by) if arrows else []

@@ -12,17 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-PIPES = {"cube": ("MTE2", "MTE1", "M", "FIX"), "vec": ("MTE2", "V", "MTE3")}
+from tfa_sim.units import PIPES, buffer_owner, parse_unit
 
 
 def unit_kind(unit: str) -> str:
-    return "cube" if ".cubecore" in unit else "vec"
+    return parse_unit(unit).kind
 
 
 def unit_order(unit: str) -> tuple[int, int]:
     """Sort key: core number, then cube before vec0 before vec1."""
-    core, name = unit.split(".")
-    return int(core[4:]), 0 if name.startswith("cube") else 1 + int(name[-1])
+    return parse_unit(unit).sort_key
 
 
 def build_trace(events: list, counters: dict[str, list[tuple[float, int]]], clock_mhz: float,
@@ -61,21 +60,12 @@ def build_trace(events: list, counters: dict[str, list[tuple[float, int]]], cloc
             out.append({"ph": "f", "bp": "e", "id": flow, "name": via, "cat": cause, "pid": pid[e.unit],
                         "tid": tid[e.pipe], "ts": e.start * us})
     for name, samples in sorted(counters.items()):
-        owner, track = _counter_owner(name, units)
+        owner, track = buffer_owner(name)
         for t, value in samples:
             out.append({"ph": "C", "name": track, "pid": pid[owner], "tid": 0, "ts": t * us,
                         "args": {"in_use": value}})
     return {"traceEvents": out, "displayTimeUnit": "ns",
             "otherData": {**metadata, "clock_mhz": clock_mhz, "time_unit": "us", "flows": flow}}
-
-
-def _counter_owner(name: str, units: list[str]) -> tuple[str, str]:
-    """``core0.veccore1.UB.src`` → (core0.veccore1, UB.src); ``core0.L1.k`` → (core0.cubecore0, L1.k)."""
-    core, rest = name.split(".", 1)
-    if rest.startswith("veccore"):
-        unit, track = rest.split(".", 1)
-        return f"{core}.{unit}", track
-    return f"{core}.cubecore0", rest
 
 
 def collect_counters(pools: list) -> dict[str, list[tuple[float, int]]]:

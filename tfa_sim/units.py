@@ -7,6 +7,7 @@ helpers instead of splitting strings itself.
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 CUBE_PIPES = ("MTE2", "MTE1", "M", "FIX")
@@ -17,16 +18,16 @@ LANES = 2
 
 
 class Unit(NamedTuple):
-    """One unit of one AI core: ``kind`` is ``cube`` or ``vec``; ``index`` is 0 for the AIC, the lane for an AIV."""
+    """One unit of one AI core: ``kind`` is ``cube`` or ``vec``; ``number`` is 0 for the AIC, the lane for an AIV."""
 
     core: int
     kind: str
-    index: int
+    number: int
 
     @property
     def name(self) -> str:
         """``core3.cubecore0`` / ``core3.veccore1``."""
-        return f"core{self.core}.{self.kind}core{self.index}"
+        return f"core{self.core}.{self.kind}core{self.number}"
 
     @property
     def core_name(self) -> str:
@@ -35,7 +36,7 @@ class Unit(NamedTuple):
     @property
     def sort_key(self) -> tuple[int, int]:
         """Core number, then the cube before vec0 before vec1."""
-        return self.core, 0 if self.kind == "cube" else 1 + self.index
+        return self.core, 0 if self.kind == "cube" else 1 + self.number
 
 
 def cube_unit(core: int) -> Unit:
@@ -62,3 +63,19 @@ def pipe_kind(full_name: str) -> str:
     """``core3.veccore1.V`` → ``vec.V``; ``core0.cubecore0.FIX`` → ``cube.FIX``."""
     unit, _, pipe = full_name.rpartition(".")
     return f"{parse_unit(unit).kind}.{pipe}"
+
+
+def buffer_owner(name: str) -> tuple[str, str]:
+    """A buffer's unit and its name there: ``core0.veccore1.UB.src`` → (``core0.veccore1``, ``UB.src``);
+    ``core0.L1.k`` → (``core0.cubecore0``, ``L1.k``) — buffers not named under an AIV belong to the AIC."""
+    core, rest = name.split(".", 1)
+    if rest.startswith("veccore"):
+        unit, track = rest.split(".", 1)
+        return f"{core}.{unit}", track
+    return f"{core}.cubecore0", rest
+
+
+def without_lane(short_name: str) -> str:
+    """A buffer or flag name with its AIV marked out, to add both lanes up: ``veccore1.UB.src`` → ``UB.src``,
+    ``qk_tile_fifo.ready[aiv0]`` → ``qk_tile_fifo.ready``."""
+    return re.sub(r"\[aiv\d\]|^veccore\d\.", "", short_name)

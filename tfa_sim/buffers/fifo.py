@@ -21,7 +21,8 @@ when it completes (``claim``, ``push``, ``free``, ``credit``) and the data
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import simpy
 

@@ -10,8 +10,9 @@ with work left is a deadlock (exit 3).
 from __future__ import annotations
 
 import gc
+from collections.abc import Generator, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import simpy
 
@@ -27,7 +28,8 @@ from tfa_sim.hardware import Hardware
 class BlockRun(Protocol):
     """One block on one core: its units' programs, and the check at its end."""
 
-    programs: Sequence[Program]
+    @property
+    def programs(self) -> Sequence[Program]: ...
 
     def finish(self) -> None:
         """Called when every program has completed: check the buffers are clean, drop the tiles."""
@@ -39,10 +41,14 @@ class BlockRun(Protocol):
 class Kernel(Protocol):
     """What the chip runs: the blocks in dispatch order, and how a block starts on a core."""
 
-    stages: Sequence[str]
-    blocks: Sequence[Any]
+    @property
+    def stages(self) -> Sequence[str]: ...
 
-    def start(self, env: simpy.Environment, core: Core, block: Any, stats: Stats) -> BlockRun: ...
+    @property
+    def blocks(self) -> Sequence[Any]: ...
+
+    def start(self, env: simpy.Environment, core: Core, block: Any, stats: Stats) -> BlockRun:
+        """The block's buffers on ``core`` and its units' programs."""
 
     def template_key(self, block: Any) -> Hashable | None:
         """Blocks with equal keys issue the same instructions on the same buffers (None: never replay)."""
@@ -78,7 +84,7 @@ def run_chip(kernel: Kernel, hw: Hardware, log_events: bool = True) -> SimResult
     cores = [Core(env, i, stats, gm) for i in range(n_cores)]
     ends = [0.0] * n_cores
 
-    def run_core(core: Core, queue: list[Any]) -> Iterator[simpy.Event]:
+    def run_core(core: Core, queue: list[Any]) -> Generator[simpy.Event, Any, None]:
         templates: dict[Hashable, tuple[BlockRun, list[list[Instr]]]] = {}
         yield env.timeout(hw.overhead.launch)
         for block in queue:

@@ -13,7 +13,8 @@ instead of running the generators again — the timing-only fast path.
 """
 from __future__ import annotations
 
-from typing import Any, Generator, Sequence
+from collections.abc import Generator, Sequence
+from typing import Any
 
 import simpy
 

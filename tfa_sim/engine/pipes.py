@@ -13,7 +13,8 @@ and set flags.  The engine knows no stage by name: stages are labels here.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Any, Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import simpy
 
@@ -178,55 +179,15 @@ class Pipe:
         return ins
 
     def _advance(self, _event: Any = None) -> None:
-        """Start the head instruction if its waits allow; otherwise wait on the first that does not.
-
-        A wait on another instruction is a direct hand-off (the finishing pipe calls
-        back at the same cycle); slots and flags are SimPy events.
-        """
+        """Start head instructions while their waits allow (zero-cost ones complete at once)."""
         if self._running is not None or self._advancing:
             return
         self._advancing = True
         queue, env = self.queue, self.env
         while queue:
             ins = queue[0]
-            waits = ins.waits
-            index = self._wait_index
-            while index < len(waits):
-                source = waits[index]
-                pending = self._pending
-                ev: Any = None
-                if pending is None:
-                    if source.__class__ is Instr:
-                        if not source.finished:
-                            if source.waiters is None:
-                                source.waiters = [self]
-                            else:
-                                source.waiters.append(self)
-                            self._block(ins, source, source, index)
-                            return
-                    else:
-                        ev = source.request(ins)
-                        if not ev.triggered:
-                            ev.callbacks.append(self._advance)
-                            self._block(ins, source, ev, index)
-                            return
-                else:
-                    if pending.__class__ is Instr:
-                        if not pending.finished:
-                            self._advancing = False
-                            return
-                        cause, what = "data", source.pipe.as_source
-                    else:
-                        if not pending.triggered:
-                            self._advancing = False
-                            return
-                        cause, what = source.cause, source.short_name
-                    self.stall_by[(ins.stage, cause, what)] += now(env) - self._blocked_since
-                    self._pending = self.blocked = None
-                if self.log:
-                    self._record_dep(ins, source, pending if pending is not None else ev)
-                index += 1
-            self._wait_index = 0
+            if not self._waits_met(ins):
+                return
             queue.popleft()
             start = ins.start = now(env)
             cost = ins.cost
@@ -242,6 +203,48 @@ class Pipe:
                 break
             self._finish(ins, 0)
         self._advancing = False
+
+    def _waits_met(self, ins: Instr) -> bool:
+        """Walk the head instruction's waits from the one it last blocked on; False (and registered on
+        the first untriggered wait) if one has not triggered.
+
+        A wait on another instruction is a direct hand-off (the finishing pipe calls
+        back at the same cycle); slots and flags are SimPy events.
+        """
+        waits = ins.waits
+        index = self._wait_index
+        while index < len(waits):
+            source = waits[index]
+            pending = self._pending
+            ev: Any = None
+            if pending is None:
+                if source.__class__ is Instr:
+                    if not source.finished:
+                        if source.waiters is None:
+                            source.waiters = [self]
+                        else:
+                            source.waiters.append(self)
+                        self._block(ins, source, source, index)
+                        return False
+                else:
+                    ev = source.request(ins)
+                    if not ev.triggered:
+                        ev.callbacks.append(self._advance)
+                        self._block(ins, source, ev, index)
+                        return False
+            else:
+                if not (pending.finished if pending.__class__ is Instr else pending.triggered):
+                    self._advancing = False  # woken by another wait's callback: keep waiting
+                    return False
+                cause, what = ("data", source.pipe.as_source) if source.__class__ is Instr else \
+                    (source.cause, source.short_name)
+                self.stall_by[(ins.stage, cause, what)] += now(self.env) - self._blocked_since
+                self._pending = self.blocked = None
+            if self.log:
+                self._record_dep(ins, source, pending if pending is not None else ev)
+            index += 1
+        self._wait_index = 0
+        return True
 
     def _record_dep(self, ins: Instr, source: Any, granted: Any) -> None:
         """Remember which instruction enabled this wait (for the critical path)."""

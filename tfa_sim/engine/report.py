@@ -6,6 +6,7 @@ from typing import Any
 
 from tfa_sim.config import Config
 from tfa_sim.engine.chip import SimResult
+from tfa_sim.units import pipe_kind
 
 #: Cores of the chip the normalised TFLOPS refer to (KERNEL.md §6).
 NORMALISE_CORES = 24
@@ -17,24 +18,18 @@ def mops(config: Config) -> float:
     return c.s0 * c.s1 * c.head * 4 / 1e6 * c.batch * c.heads
 
 
-def pipe_kind(full_name: str) -> str:
-    """``core3.veccore1.V`` → ``vec.V``; ``core0.cubecore0.FIX`` → ``cube.FIX``."""
-    _, unit, pipe = full_name.split(".")
-    return f"{'cube' if unit.startswith('cube') else 'vec'}.{pipe}"
-
-
 def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
     """The stable keys: total_cycles, time_us, tflops, normalized_tflops, bound_pipe, pipes, stalls."""
     total = result.total_cycles
     pipes: dict[str, dict[str, float]] = defaultdict(dict)
     by_kind: dict[str, list[float]] = defaultdict(list)
     for name, busy in sorted(result.stats.busy.items()):
-        core, unit, pipe = name.split(".")
+        core, within = name.split(".", 1)  # core3, veccore1.V
         frac = busy / total if total else 0.0
-        pipes[core][f"{unit}.{pipe}"] = round(frac, 6)
+        pipes[core][within] = round(frac, 6)
         by_kind[pipe_kind(name)].append(frac)
     mean_busy = {k: sum(v) / len(v) for k, v in by_kind.items()}
-    bound = max(mean_busy, key=mean_busy.get)
+    bound = max(mean_busy, key=lambda kind: mean_busy[kind])
     tflops = mops(config) / result.time_us if result.time_us else 0.0
     return {
         "total_cycles": round(total, 3),

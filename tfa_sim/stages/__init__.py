@@ -9,7 +9,7 @@ Each stage function is a generator for one call of the kernel's stage (a
 sub-tile, a row slice or a tile): top to bottom it yields the stage's
 instruction groups, each naming its pipe, the buffer slots and flags it waits
 on, its cost, the data it moves or computes (``op``, only when numerics are
-on: ``op=k.num and (…)``) with its intermediate dump, and the slots and flags
+on: ``op=(…) if k.numerics else None``) with its intermediate dump, and the slots and flags
 it releases or sets when it completes (``then``).  ``run_tfa`` strings the
 calls together per unit in the kernel's order; the engine issues them.
 """

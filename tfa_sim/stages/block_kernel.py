@@ -25,6 +25,7 @@ from tfa_sim.buffers.pools import Flag, HazardError, PingPong
 from tfa_sim.config import Config
 from tfa_sim.costs import Costs
 from tfa_sim.engine.core import Core
+from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.inputs import Inputs
 from tfa_sim.units import LANES, cube_unit, vec_unit
@@ -63,10 +64,11 @@ class BlockKernel:
     def __init__(self, env: simpy.Environment, core: Core, block: Block, config: Config, shape: Shape,
                  costs: Costs, numerics: Numerics | None, stats: Stats) -> None:
         self.env, self.block, self.shape, self.costs, self.num = env, block, shape, costs, numerics
+        self.numerics = numerics is not None  # stages build their data steps (op) only when True
         self.aic = core.cube
         self.aiv = core.vec
         self._traced = stats.pools if stats.events is not None else None
-        self.programs: list = []  # the units' programs, set by the kernel (run_tfa)
+        self.programs: list[Program] = []  # the units' programs, set by the kernel (run_tfa)
         s, latency = config.schedule, costs.hw.sync.flag_latency
         core_name = cube_unit(core.index).core_name
         aic, aiv = self.aic, self.aiv
@@ -132,29 +134,34 @@ class BlockKernel:
         """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``)."""
         return GmMove(nbytes, getattr(self.costs.move, path))
 
+    @property
+    def data(self) -> Numerics:
+        """Backend, inputs and output (numerics on only)."""
+        assert self.num is not None, "data steps are built only when numerics are on"
+        return self.num
+
     def dump(self, name: str, t: int, row0: int, src: Any, slot: int | None = None) -> tuple[Dump, ...]:
         """The dump step of an instruction (empty unless the intermediate check is on)."""
-        assert self.num is not None
-        recorder = self.num.dumps
+        recorder = self.data.dumps
         return () if recorder is None else (Dump(recorder, name, self.block.index, t, row0, src, slot),)
 
     # GM tensors of this block (numerics on)
     def gm_q(self) -> View:
         b = self.block
-        return View(self.num.inputs.q, (b.batch, b.head, slice(b.row0, b.row0 + self.shape.cube_s0)))
+        return View(self.data.inputs.q, (b.batch, b.head, slice(b.row0, b.row0 + self.shape.cube_s0)))
 
     def gm_k(self, col0: int) -> View:
         b = self.block
-        return View(self.num.inputs.k, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
+        return View(self.data.inputs.k, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
 
     def gm_v(self, col0: int) -> View:
         b = self.block
-        return View(self.num.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
+        return View(self.data.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
 
     def gm_o(self, lane: int) -> View:
         b, half = self.block, self.shape.half
         row0 = b.row0 + lane * half
-        return View(self.num.out, (b.batch, b.head, slice(row0, row0 + half)))
+        return View(self.data.out, (b.batch, b.head, slice(row0, row0 + half)))
 
     # ---- block end --------------------------------------------------------------------------------
     def _pools(self) -> list[PingPong]:

@@ -19,7 +19,7 @@ from tfa_sim.backends import Backend
 from tfa_sim.buffers.capacity import FP32
 from tfa_sim.buffers.data import Compute, Move, View
 from tfa_sim.engine.issue import Program
-from tfa_sim.engine.pipes import Instr
+from tfa_sim.engine.pipes import Effect, Instr
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_gu"
@@ -43,21 +43,23 @@ def compute_gu(k: BlockKernel, lane: int, t: int) -> Program:
     half = slice(lane * n.half, (lane + 1) * n.half)  # this AIV's rows of the block
     src = k.ub_src[lane].slot()
     nbytes = n.half * n.head * FP32
-    load = yield k.instr(aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub"), waits=(*pv.ready, src),
-                         op=k.num and (Move(pv.region(half), src),),
-                         then=(pv.free, pv.credit) if pv.notifies else (pv.free,), nbytes=nbytes)
+    load = yield k.instr(
+        aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub"), waits=(*pv.ready, src),
+        op=(Move(pv.region(half), src),) if k.numerics else None,
+        then=(pv.free, pv.credit) if pv.notifies else (pv.free,), nbytes=nbytes)
     first, last = t == 0, t == k.block.tiles - 1
     exp_max = k.l1_exp_max[lane].entry(t)
-    op = None
-    if k.num:
+    op: tuple[Effect, ...] | None = None
+    if k.numerics:
         o = View(k.running_o[lane])
-        step = partial(update, k.num.backend, first, last)
+        step = partial(update, k.data.backend, first, last)
         op = (Compute(step, (o, src, exp_max.region(), View(k.l2_global_sum[lane])), (o,)),
               *k.dump("o_part", t, lane * n.half, o))
     vec = yield k.instr(aiv.V, STAGE, t, 0, "VEC update", k.costs.compute_gu(n.half, n.head, first, last),
                         waits=(load,), op=op, then=(exp_max.read, src.release))
     if not last:
         return None
-    store: Instr = yield k.instr(aiv.MTE3, STAGE, t, 0, "TSTORE O", k.gm_move(nbytes, "ub_to_gm"), waits=(vec,),
-                                 op=k.num and (Move(View(k.running_o[lane]), k.gm_o(lane)),), nbytes=nbytes)
+    store: Instr = yield k.instr(
+        aiv.MTE3, STAGE, t, 0, "TSTORE O", k.gm_move(nbytes, "ub_to_gm"), waits=(vec,),
+        op=(Move(View(k.running_o[lane]), k.gm_o(lane)),) if k.numerics else None, nbytes=nbytes)
     return store

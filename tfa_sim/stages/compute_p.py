@@ -24,6 +24,7 @@ from tfa_sim.blocks import Block
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Move, View
 from tfa_sim.engine.issue import Program
+from tfa_sim.engine.pipes import Effect
 from tfa_sim.numerics import apply_causal_mask
 from tfa_sim.stages.block_kernel import BlockKernel
 
@@ -51,25 +52,29 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int) -> Program:
     rows = slice(row0, row0 + n.vec_s0)
     src, x_exp = k.ub_src[lane].slot(), k.ub_x_exp[lane].slot()
     src_bytes = n.vec_s0 * n.tile_s1 * FP32
-    load = yield k.instr(aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub"),
-                         waits=(*qk.ready, src) if first else (src,), op=k.num and (Move(qk.region(rows), src),),
-                         then=((qk.free, qk.credit) if qk.notifies else (qk.free,)) if last else (),
-                         nbytes=src_bytes)
+    load_then: tuple[Effect, ...] = ()
+    if last:  # free(): the QK tile is read; a credit when the credit rule says so
+        load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
+    load = yield k.instr(
+        aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub"),
+        waits=(*qk.ready, src) if first else (src,),  # wait(): at row slice 0, the QK tile is in GM
+        op=(Move(qk.region(rows), src),) if k.numerics else None, then=load_then, nbytes=src_bytes)
     exp_max = k.l1_exp_max[lane].entry(t)
-    op = None
-    if k.num:
+    op: tuple[Effect, ...] | None = None
+    if k.numerics:
         own = slice(r * n.vec_s0, (r + 1) * n.vec_s0)  # the slice's rows within this AIV's half
         m, l = View(k.m2_global_max[lane], own), View(k.l2_global_sum[lane], own)
-        step = partial(softmax, k.num.backend, b, t, b.row0 + row0, n.scale)
+        step = partial(softmax, k.data.backend, b, t, b.row0 + row0, n.scale)
         op = (Compute(step, (src, None, None) if t == 0 else (src, m, l), (x_exp, exp_max.region(own), m, l)),
               *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count),
               *k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
-    vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax",
-                        k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.needs_mask(t, b.row0 + row0)),
-                        waits=(load, x_exp), op=op, then=(src.release, exp_max.write) if first else (src.release,))
+    cost = k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.needs_mask(t, b.row0 + row0))
+    vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax", cost, waits=(load, x_exp), op=op,
+                        then=(src.release, exp_max.write) if first else (src.release,))
     out_bytes = n.vec_s0 * n.tile_s1 * FP16
+    store_op: tuple[Effect, ...] | None = None
+    if k.numerics:
+        store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, t % k.p_fifo.depth))
+    store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
     yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", k.gm_move(out_bytes, "ub_to_gm"),
-                  waits=(vec, *p.credits) if first else (vec,),
-                  op=k.num and (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, t % k.p_fifo.depth)),
-                  then=(*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ())),
-                  nbytes=out_bytes)
+                  waits=(vec, *p.credits) if first else (vec,), op=store_op, then=store_then, nbytes=out_bytes)

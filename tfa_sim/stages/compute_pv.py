@@ -29,6 +29,7 @@ from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Move
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
+from tfa_sim.engine.pipes import Effect
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_pv"
@@ -65,29 +66,34 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     b, n, aic = k.block, k.shape, k.aic
     p = k.p_fifo.tile(t)
     waits: tuple[Any, ...] = p.ready if s == 0 else ()  # wait(): both AIVs' rows of P(t) are in GM
-    then = ((p.free, p.credit) if p.notifies else (p.free,)) if s == n.k_tile_factor - 1 else ()
+    then: tuple[Effect, ...] = ()
+    if s == n.k_tile_factor - 1:  # free(): the P tile is read; a credit when the credit rule says so
+        then = (p.free, p.credit) if p.notifies else (p.free,)
     if not b.sub_tile_active(t, s):
         yield k.instr(aic.MTE2, STAGE, t, s, "handshake", 0.0, waits=waits, then=then)
         return
     cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
     p_l1, v_l1, a, bb = k.l1_p.slot(), k.l1_v.slot(), k.l0a.slot(), k.l0b.slot()
     p_bytes, v_bytes = n.cube_s0 * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
-    load = yield k.instr(aic.MTE2, STAGE, t, s, "TLOAD P,V", k.gm_move(p_bytes + v_bytes, "gm_to_l1"),
-                         waits=waits + (p_l1, v_l1), op=k.num and (Move(p.region(cols), p_l1),
-                                                                   Move(k.gm_v(b.col0(t, s)), v_l1)),
-                         then=then, nbytes=p_bytes + v_bytes)
-    extract = yield k.instr(aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes),
-                            waits=(load, a, bb), op=k.num and (Move(p_l1, a), Move(v_l1, bb)),
-                            then=(p_l1.release, v_l1.release))
+    load = yield k.instr(
+        aic.MTE2, STAGE, t, s, "TLOAD P,V", k.gm_move(p_bytes + v_bytes, "gm_to_l1"), waits=(*waits, p_l1, v_l1),
+        op=(Move(p.region(cols), p_l1), Move(k.gm_v(b.col0(t, s)), v_l1)) if k.numerics else None,
+        then=then, nbytes=p_bytes + v_bytes)
+    extract = yield k.instr(
+        aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load, a, bb),
+        op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))
     accumulate = Compute(first_product, (a, bb), (acc,)) if s == 0 else Compute(next_product, (acc, a, bb), (acc,))
-    matmul = yield k.instr(aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.head, n.cube_s1, n.pv_cube_k),
-                           waits=(extract, acc) if s == 0 else (extract,), op=k.num and (accumulate,),
-                           then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
+    matmul = yield k.instr(
+        aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.head, n.cube_s1, n.pv_cube_k),
+        waits=(extract, acc) if s == 0 else (extract,), op=(accumulate,) if k.numerics else None,
+        then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
     if s != b.last_active_sub(t):
         return
     pv = k.pv_fifo.tile(t)
     nbytes = n.cube_s0 * n.head * FP32
-    op = k.num and (Compute(partial(tile_product, k.num.backend, b, t), (acc,), (pv.region(),)),
-                    *k.dump("pv_fifo", t, 0, pv.region(), t % k.pv_fifo.depth))
+    op: tuple[Effect, ...] | None = None
+    if k.numerics:
+        op = (Compute(partial(tile_product, k.data.backend, b, t), (acc,), (pv.region(),)),
+              *k.dump("pv_fifo", t, 0, pv.region(), t % k.pv_fifo.depth))
     yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
                   waits=(matmul, *pv.credits), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

@@ -16,13 +16,15 @@ bits never depend on stale memory.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tfa_sim.buffers.capacity import FP16, FP32
-from tfa_sim.buffers.data import Compute, Const, Move
+from tfa_sim.buffers.data import Compute, Const, Location, Move
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
-from tfa_sim.engine.pipes import Instr
+from tfa_sim.engine.pipes import Effect, GmMove, Instr
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_qk"
@@ -36,8 +38,9 @@ def load_q(k: BlockKernel) -> Program:
     """
     q_l1 = k.l1_q.slot()
     nbytes = k.shape.cube_s0 * k.shape.head * FP16
-    load = yield k.instr(k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1"), waits=(q_l1,),
-                         op=k.num and (Move(k.gm_q(), q_l1),), nbytes=nbytes)
+    load = yield k.instr(
+        k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1"), waits=(q_l1,),
+        op=(Move(k.gm_q(), q_l1),) if k.numerics else None, nbytes=nbytes)
     return load, q_l1
 
 
@@ -47,30 +50,35 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot) -> Pro
     fifo = k.qk_fifo.tile(t)
     last = s == n.k_tile_factor - 1
     cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))  # the sub-tile's columns of the tile
-    store_then = (fifo.claim,) if s == 0 else ()
+    store_waits: tuple[Any, ...] = ()
+    store_then: tuple[Effect, ...] = (fifo.claim,) if s == 0 else ()
+    store_cost: float | GmMove = 0.0
+    out_bytes = 0
+    source: Location = ZERO
     if b.sub_tile_active(t, s):
         k_l1, a, bb, acc = k.l1_k.slot(), k.l0a.slot(), k.l0b.slot(), k.l0c_qk.slot()
         k_bytes = n.cube_s1 * n.head * FP16
-        load = yield k.instr(aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1"), waits=(k_l1,),
-                             op=k.num and (Move(k.gm_k(b.col0(t, s)), k_l1),), nbytes=k_bytes)
-        extract = yield k.instr(aic.MTE1, STAGE, t, s, "TEXTRACT",
-                                k.costs.extract(n.cube_s0 * n.head * FP16, k_bytes), waits=(load, q_load, a, bb),
-                                op=k.num and (Move(q_l1, a), Move(k_l1, bb)), then=(k_l1.release,))
-        matmul = yield k.instr(aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.cube_s1, n.head, n.qk_cube_k),
-                               waits=(extract, acc), op=k.num and (Compute(k.num.backend.compute_qk, (a, bb), (acc,)),),
-                               then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
-        out_bytes = n.cube_s0 * n.cube_s1 * FP32
-        store_waits: tuple = (matmul,)
-        store_cost = k.gm_move(out_bytes, "l0c_to_gm")
-        source = acc
+        load = yield k.instr(
+            aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1"), waits=(k_l1,),
+            op=(Move(k.gm_k(b.col0(t, s)), k_l1),) if k.numerics else None, nbytes=k_bytes)
+        extract = yield k.instr(
+            aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(n.cube_s0 * n.head * FP16, k_bytes),
+            waits=(load, q_load, a, bb), op=(Move(q_l1, a), Move(k_l1, bb)) if k.numerics else None,
+            then=(k_l1.release,))
+        matmul = yield k.instr(
+            aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.cube_s1, n.head, n.qk_cube_k),
+            waits=(extract, acc), op=(Compute(k.data.backend.compute_qk, (a, bb), (acc,)),) if k.numerics else None,
+            then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
+        out_bytes, source = n.cube_s0 * n.cube_s1 * FP32, acc
+        store_waits, store_cost = (matmul,), k.gm_move(out_bytes, "l0c_to_gm")
         store_then += (acc.release,)
-    else:
-        out_bytes, store_waits, store_cost, source = 0, (), 0.0, ZERO
     if s == 0:
         store_waits += fifo.credits  # allocate(): a credit when the credit rule says wait
     if last:
         store_then += (fifo.push,)  # record(): the whole tile is in GM
-    op = k.num and (Move(source, fifo.region(cols)),
-                    *(k.dump("qk_fifo", t, 0, fifo.region(), t % k.qk_fifo.depth) if last else ()))
+    op: tuple[Effect, ...] | None = None
+    if k.numerics:
+        dump = k.dump("qk_fifo", t, 0, fifo.region(), t % k.qk_fifo.depth) if last else ()
+        op = (Move(source, fifo.region(cols)), *dump)
     yield k.instr(aic.FIX, STAGE, t, s, "FIXPIPE →qk_tile_fifo", store_cost, waits=store_waits, op=op,
                   then=store_then, nbytes=out_bytes)

@@ -13,7 +13,7 @@ signal block end, which the AIC waits for.
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import simpy
 
