@@ -123,9 +123,11 @@ class Compute:
         out = self.fn(*[None if s is None else s.get() for s in self.srcs])
         if len(self.dsts) == 1:
             self.dsts[0].put(out)
-        else:
-            for dst, value in zip(self.dsts, out):
-                dst.put(value)
+            return
+        if len(out) != len(self.dsts):
+            raise ValueError(f"{self.fn} returned {len(out)} results for {len(self.dsts)} destinations")
+        for dst, value in zip(self.dsts, out):
+            dst.put(value)
 
 
 class Dump:

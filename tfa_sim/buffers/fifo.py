@@ -40,7 +40,7 @@ class GmFifo:
                  consumers: Sequence[Any] = (None, None)) -> None:
         self.env = env
         self.name = name
-        self.short_name = name.split(".", 1)[1] if name.startswith("core") else name
+        self.short_name = name.split(".", 1)[1] if name.startswith("core") and "." in name else name
         self.depth = depth
         self.period = period
         self.ready = [Flag(env, f"{name}.ready[aiv{a}]", latency, "data", producers[a]) for a in range(LANES)]

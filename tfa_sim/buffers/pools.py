@@ -58,7 +58,7 @@ class Pool:
     def __init__(self, env: simpy.Environment, name: str, owner_pipe: Any = None) -> None:
         self.env = env
         self.name = name
-        self.short_name = name.split(".", 1)[1] if name.startswith("core") else name  # without "coreN."
+        self.short_name = name.split(".", 1)[1] if name.startswith("core") and "." in name else name  # no "coreN."
         self.waiters: deque[simpy.Event] = deque()
         self.owner_pipe = owner_pipe
         self.samples: list[tuple[float, int]] | None = None  # (cycle, slots in use) when the trace wants them
@@ -117,8 +117,8 @@ class Slot:
         self.pool.data[self.index] = tile
 
     def release(self, by: Any = None) -> None:
-        """``by`` (an instruction) is done with the slot."""
-        self.pool.release(self.index, by)
+        """``by`` (an instruction) is done with the slot (which this handle must hold)."""
+        self.pool.release(self.index, by, self)
 
 
 class PingPong(Pool):
@@ -150,10 +150,16 @@ class PingPong(Pool):
             self.samples.append((now(self.env), self.in_use))
         return slot, self.released_by[slot]
 
-    def release(self, slot: int, by: Any = None) -> None:
-        """``by`` (an instruction) is done with ``slot``; the next request in turn may take it."""
-        if self.holder[slot] is None:
+    def release(self, slot: int, by: Any = None, handle: Slot | None = None) -> None:
+        """``by`` (an instruction) is done with ``slot``; the next request in turn may take it.
+
+        With ``handle``, the slot must be the one that handle was granted and still holds.
+        """
+        if not 0 <= slot < self.count or self.holder[slot] is None:
             raise HazardError(f"{self.name} slot {slot} released twice at cycle {self.env.now:.0f}")
+        if handle is not None and self.holder[slot] is not handle:
+            raise HazardError(f"{self.name} slot {slot} released at cycle {self.env.now:.0f} by a handle that "
+                              f"does not hold it (held by {getattr(self.holder[slot], 'owner', None)})")
         self.holder[slot] = None
         self.released_by[slot] = by
         self.in_use -= 1
@@ -189,6 +195,7 @@ class Flag(Pool):
         self.latency = latency
         self.cause = cause
         self.count = 0
+        self.in_flight = 0  # sets still within their latency
         self.setters: deque[Any] = deque()  # who set each pending count, oldest first
 
     def _can_grant(self) -> bool:
@@ -201,16 +208,26 @@ class Flag(Pool):
     def set(self, by: Any = None) -> None:
         """``by`` (an instruction) signals the flag; a waiter sees it ``latency`` cycles later."""
         if self.latency:
-            self.env.timeout(self.latency).callbacks.append(partial(self._arrive, by))
+            self.in_flight += 1
+            self.env.timeout(self.latency).callbacks.append(partial(self._land, by))
         else:
             self._arrive(by)
+
+    def _land(self, by: Any, _event: Any) -> None:
+        self.in_flight -= 1
+        self._arrive(by)
+
+    @property
+    def pending(self) -> int:
+        """Sets not yet waited for, including those still in flight."""
+        return self.count + self.in_flight
 
     def reset(self) -> None:
         """Back to zero, for another block."""
         self.count = 0
         self.setters.clear()
 
-    def _arrive(self, by: Any, _event: Any = None) -> None:
+    def _arrive(self, by: Any) -> None:
         self.count += 1
         self.setters.append(by)
         if self.count > FLAG_MAX:

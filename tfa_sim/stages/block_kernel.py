@@ -172,8 +172,8 @@ class BlockKernel:
         """At block end every flag must be back to zero and every slot released; then drop the tiles."""
         flags = [*self.qk_fifo.flags(), *self.p_fifo.flags(), *self.pv_fifo.flags(), *self.block_end]
         for flag in flags:
-            if flag.count:
-                raise HazardError(f"{flag.name} was set {flag.count} more time(s) than waited in block "
+            if flag.pending:
+                raise HazardError(f"{flag.name} was set {flag.pending} more time(s) than waited in block "
                                   f"{self.block.index} (cycle {self.env.now:.0f}): producer and consumer "
                                   f"disagree on the credit rule")
         for pool in self._pools():
