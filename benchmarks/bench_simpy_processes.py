@@ -91,8 +91,8 @@ def main() -> None:
             makespans[name] = cycles
     med = {k: statistics.median(v) for k, v in walls.items()}
     print(f"910b2 S0=S1={s}, timing only, medians of 3 alternated runs:")
-    print(f"  callback pipes (tfa-sim's engine): {med['callbacks']:.2f} s, makespan {makespans['callbacks']:.0f} cycles")
-    print(f"  SimPy process per pipe:            {med['processes']:.2f} s, makespan {makespans['processes']:.0f} cycles")
+    for name, label in (("callbacks", "callback pipes (tfa-sim's engine)"), ("processes", "SimPy process per pipe")):
+        print(f"  {label:34s} {med[name]:.2f} s, makespan {makespans[name]:.0f} cycles")
     print(f"  processes / callbacks: {med['processes'] / med['callbacks']:.2f}×")
 
 

@@ -436,12 +436,14 @@ EXTRA_SET = {"qk ready aiv0": lambda k: k.qk_fifo.ready[0], "p consumed aiv1": l
              "block_end aiv0": lambda k: k.block_end[0]}
 
 
+@pytest.mark.parametrize("arrived", [True, False], ids=["arrived", "in_flight"])
 @pytest.mark.parametrize("flag", list(EXTRA_SET))
-def test_block_end_with_extra_flag_set_is_hazard(ran_block, flag):
+def test_block_end_with_extra_flag_set_is_hazard(ran_block, flag, arrived):
     env, k = ran_block
     target = EXTRA_SET[flag](k)
     target.set(who())
-    env.run()  # let the set arrive (flag latency)
+    if arrived:
+        env.run()  # let the set arrive (flag latency); a set still in flight counts too
     with pytest.raises(HazardError, match=re.escape(f"{target.name} was set 1 more time(s) than waited in block 0")):
         k.finish()
 
