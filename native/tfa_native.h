@@ -1,7 +1,7 @@
 /* tfa_native.h -- the TFA stage kernels in C, bit-identical to the numpy backend.
  *
- * Every kernel executes the fp32 operations of src/tfa_sim/numerics.py in the
- * same order (the numerics contract, ARCHITECTURE.md), so its results equal
+ * Every kernel executes the fp32 operations of tfa_sim/numerics.py in the
+ * same order (the numerics contract, docs/numerics.md), so its results equal
  * tfa_sim.backends.numpy_backend.NumpyBackend bit for bit.
  *
  * Layout of every argument:

@@ -1,4 +1,4 @@
-"""The shipped presets against the measured kernel times and the library's stage costs (HARDWARE.md)."""
+"""The shipped presets against the measured kernel times and the library's stage costs (docs/calibration.md)."""
 from __future__ import annotations
 
 import numpy as np

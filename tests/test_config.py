@@ -1,4 +1,4 @@
-"""Config loading, overrides and the legality rules of KERNEL.md §4."""
+"""Config loading, overrides and the legality rules of docs/kernel.md, "Legality"."""
 from __future__ import annotations
 
 import dataclasses

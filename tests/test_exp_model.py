@@ -12,7 +12,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_exp_model_ulp_bound_over_softmax_range():
-    # Softmax feeds exp with (x − max)·s ≤ 0; every 13th fp32 bit pattern in [-104, 0]
+    # Softmax feeds exp with (x − max)·s ≤ 0; every 61st fp32 bit pattern in [-104, 0]
     # (≈ 18 M values) plus every 11th value in [-1, 0].
     neg = np.arange(0x80000000, 0xC2D00001, 61, dtype=np.uint64).astype(np.uint32).view(np.float32)
     small = np.arange(0x80000000, 0xBF800001, 11, dtype=np.uint64).astype(np.uint32).view(np.float32)

@@ -1,6 +1,6 @@
 """``tfa-sim calibrate``: fit the timing model's free parameters and report the error.
 
-Two fits, each against an independent reference (HARDWARE.md):
+Two fits, each against an independent reference (docs/calibration.md):
 
 1. stage costs — ``vector.repeat_scale`` is solved so that compute_p costs the
    library cost model's 2489 cycles per logical tile at the reference shape
@@ -14,7 +14,7 @@ Two fits, each against an independent reference (HARDWARE.md):
    (one per measured preset: board and driver differ) so that simulated kernel
    times match the measured points (minimise the mean absolute percentage
    error, within the physical bounds ``SYSTEM_BOUNDS``).  Presets without measurements take the fitted values of 910b2
-   (910b4 with half its GM bandwidth, HARDWARE.md).
+   (910b4 with half its GM bandwidth, docs/timing.md "Hardware figures").
 
 A stage's cost is the cycles its instruction groups occupy pipes per logical
 tile, all its pipes summed (per AIV for the vector stages), in a one-core run
@@ -195,7 +195,7 @@ def write_presets(result: dict[str, Any], directory: Path | None) -> list[Path]:
     """Fitted presets for every shipped chip into ``directory`` (None: the shipped configs/hw).
 
     Presets without measured points take 910b2's fitted values; 910b4 gets half
-    of its GM bandwidth (HARDWARE.md).
+    of its GM bandwidth (docs/timing.md, "Hardware figures").
     """
     from tfa_sim.hardware import preset_names
 

@@ -7,7 +7,7 @@ References:
   any ULP difference fails, and the kernel's rule is reported too;
 * ``--golden DIR`` — a directory of raw ``.bin`` files in the reference
   generator's layout (``tfa-sim gen-data`` writes one; hardware dumps laid out
-  the same way work too): the kernel's rule (KERNEL.md §5, eps 1e-3, 1e-2 for
+  the same way work too): the kernel's rule (docs/kernel.md, "Comparison rule": eps 1e-3, 1e-2 for
   exp_max) decides, and the ULP histogram says how far apart the two are.
 
 Every dump gets max abs/rel error and a ULP-distance histogram; the report is
@@ -170,7 +170,8 @@ def _report(results: list[Result], summary: dict, golden: Path | None, bit_exact
         r = failed[0]
         first = {"name": r.name, "stage": BY_NAME[r.name].stage, "block": r.block, "tile": r.tile, **r.detail}
     return {"run": summary["case"], "reference": str(golden) if golden else "model (bit-exact)",
-            "rule": f"KERNEL.md §5, eps {eps:g} (exp_max {EPS_EXP_MAX:g})" + ("; plus 0 ULP" if bit_exact else ""),
+            "rule": f"docs/kernel.md \"Comparison rule\", eps {eps:g} (exp_max {EPS_EXP_MAX:g})"
+                    + ("; plus 0 ULP" if bit_exact else ""),
             "passed": not failed, "dumps": len(results), "failed": len(failed), "stages": per_stage,
             "first_divergence": first}
 

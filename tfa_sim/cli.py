@@ -221,7 +221,7 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured kernel times")
-    p.add_argument("--points", help="CSV of measured points (default: the shipped HARDWARE.md calibration set)")
+    p.add_argument("--points", help="CSV of measured points (default: the shipped set, docs/calibration.md)")
     p.add_argument("--out", help="directory for report and fitted presets (default: runs/calibration-<time>)")
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")

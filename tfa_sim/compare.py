@@ -1,4 +1,4 @@
-"""The kernel test's comparison rule (KERNEL.md §5) and error metrics.
+"""The kernel test's comparison rule (docs/kernel.md, "Comparison rule") and error metrics.
 
 An element fails when both |got − exp| > eps and |got − exp|/|exp| > eps, or
 when exactly one of the two is NaN.  A tensor fails when failures exceed

@@ -2,7 +2,7 @@
 
 A config has five sections (``case``, ``tiling``, ``schedule``, ``numerics``,
 ``hardware``); every key has the kernel's default.  ``load_config`` rejects
-unknown keys, wrong types and every legality rule of KERNEL.md §4 with a
+unknown keys, wrong types and every legality rule of docs/kernel.md ("Legality") with a
 one-line :class:`~tfa_sim.errors.InputError` before anything runs.
 """
 from __future__ import annotations

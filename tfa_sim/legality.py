@@ -1,4 +1,4 @@
-"""KERNEL.md §4: which (case, tiling, schedule) tuples the kernel accepts.
+"""docs/kernel.md, "Legality": which (case, tiling, schedule) tuples the kernel accepts.
 
 ``check_legal`` raises a one-line :class:`InputError` naming the first rule
 broken, the values involved and a legal alternative.

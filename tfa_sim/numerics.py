@@ -1,6 +1,6 @@
 """Every rounding point of the TFA kernel, as small numpy functions.
 
-This module is the numerics contract (ARCHITECTURE.md): the native C kernels
+This module is the numerics contract (docs/numerics.md): the native C kernels
 in ``native/tfa_native.c`` execute the same fp32 operations in the same order,
 so both backends are bit-identical.  Orders that IEEE leaves open are fixed
 here once:

@@ -1,6 +1,6 @@
 """Bytes each buffer of the TFA kernel occupies, per core, for a config.
 
-The layout follows KERNEL.md §3 ("Ping-pong buffers"): L1 holds q/k/p/v tiles,
+The layout follows docs/kernel.md, "Pipes and buffers": L1 holds q/k/p/v tiles,
 L0A/L0B one K-panel per half, L0C one accumulator per half, UB the vector
 tiles.  The legality check and the sweep report both read these figures.
 """

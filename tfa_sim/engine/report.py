@@ -1,4 +1,4 @@
-"""Timing figures of one simulated run (KERNEL.md §6) for summary.json and the console."""
+"""Timing figures of one simulated run (docs/kernel.md, "Reported numbers") for summary.json and the console."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -8,7 +8,7 @@ from tfa_sim.config import Config
 from tfa_sim.engine.chip import SimResult
 from tfa_sim.units import pipe_kind
 
-#: Cores of the chip the normalised TFLOPS refer to (KERNEL.md §6).
+#: Cores of the chip the normalised TFLOPS refer to (docs/kernel.md, "Reported numbers").
 NORMALISE_CORES = 24
 
 
