@@ -48,13 +48,13 @@ def test_pipeline_output_equals_functional(name):
 
 
 @pytest.mark.parametrize("overrides", [
-    ["schedule.qk_preload=1", "tiling.tile_s1=128"], ["schedule.qk_preload=2"], ["schedule.qk_preload=8"],
+    ["schedule.qk_preload=1", "tiling.tile_s1=128"], ["schedule.qk_preload=2"], ["schedule.qk_preload=7"],
     ["schedule.cv_fifo_size=4", "schedule.qk_preload=3"], ["schedule.cv_fifo_cons_sync_period=2"],
     ["schedule.l1_k=1", "schedule.l1_p=1", "schedule.l1_v=1"], ["schedule.ub_src=1", "schedule.ub_x_exp=1"],
     ["hardware.cores=1"], ["hardware.cores=3"],
 ], ids=lambda o: ",".join(o))
 def test_output_does_not_depend_on_schedule_knobs(overrides):
-    base = ["case.s0=512", "case.s1=4096", "schedule.ub_exp_max=9"]
+    base = ["case.s0=512", "case.s1=4096"]
     config = load_config(overrides=base + overrides)
     out, inputs, _ = simulate_numbers(config)
     default_schedule = dataclasses.replace(config, schedule=ScheduleConfig(), hardware=HardwareConfig())
@@ -76,7 +76,7 @@ def legal_configs(draw):
                  "causal": draw(st.booleans()), "heads": draw(st.sampled_from([1, 2])), "kv_heads": 1},
         "tiling": {"cube_s0": cube_s0, "cube_s1": cube_s1, "tile_s1": tile_s1},
         "schedule": {"cv_fifo_size": fifo, "qk_preload": draw(st.integers(1 if tile_s1 == cube_s1 else 2, fifo)),
-                     "cv_fifo_cons_sync_period": draw(st.integers(1, fifo)), "ub_exp_max": 9,
+                     "cv_fifo_cons_sync_period": draw(st.integers(1, fifo)),
                      "l1_k": draw(st.integers(1, 3)), "ub_src": draw(st.integers(1, 3))},
         "hardware": {"cores": draw(st.integers(1, 4))},
     }
@@ -104,8 +104,9 @@ def ideal_hardware(config):
     """No contention and no sync cost: infinite bandwidth, zero latency and overheads, free moves."""
     hw = load_hardware(config.hardware)
     free_moves = {f"move.{f.name}": float("inf") for f in dataclasses.fields(hw.move)}
-    return hw.with_values({**free_moves, "gm.bandwidth": float("inf"), "gm.latency": 0.0, "sync.flag_latency": 0.0,
-                           "overhead.launch": 0.0, "overhead.block_dispatch": 0.0}).with_cores(1)
+    return hw.with_values({**free_moves, "gm.l2_bandwidth": float("inf"), "gm.hbm_bandwidth": float("inf"),
+                           "gm.l2_latency": 0.0, "gm.miss_latency": 0.0, "sync.flag_latency": 0.0,
+                           "overhead.block_dispatch": 0.0}).with_cores(1)
 
 
 def two_resource_recurrence(config, costs):
@@ -137,7 +138,7 @@ def two_resource_recurrence(config, costs):
         return needs[job[0]](job[1])
 
     cost = {"qk": lambda i, j: qk, "pv": lambda i, j: pv,
-            "p": lambda i, j: costs.compute_p(t.vec_s0, t.tile_s1, i == 0, False),
+            "p": lambda i, j: costs.compute_p(t.vec_s0, t.tile_s1, i == 0, "none"),
             "gu": lambda i, j: costs.compute_gu(t.cube_s0 // 2, c.head, i == 0, i == tiles - 1)}
     free = {"cube": 0.0, "vec": 0.0}
     queues = {"cube": list(cube_jobs), "vec": list(vec_jobs)}
@@ -166,7 +167,7 @@ def test_gm_contention_emerges_from_traffic():
     """Same blocks, same chip bandwidth: 24 cores at once share it, one core alone barely touches it."""
     config = load_config(overrides=["numerics.enabled=false", "case.s0=3072", "case.s1=2048"])
     hw = load_hardware(config.hardware)
-    narrow = hw.with_values({"gm.bandwidth": 600.0})
+    narrow = hw.with_values({"gm.l2_bandwidth": 600.0})
     per_block, gm_stall = {}, {}
     for cores in (1, 24):
         chip = narrow.with_cores(cores)
@@ -203,8 +204,8 @@ def run_cli(tmp_path, *args):
 
 @pytest.mark.parametrize("overrides, needle", [
     (["schedule.l0c=1", "case.s1=2048"], "wait-for cycle"),
-    (["schedule.ub_exp_max=4", "case.s1=4096"], "l1_exp_max slot 0 overwritten"),
-], ids=["l0c_single_accumulator_deadlock", "exp_max_ring_too_small"])
+    (["schedule.qk_preload=8", "case.s1=2560"], "l1_exp_max slot 1 overwritten by VEC softmax [compute_p t9 #0]"),
+], ids=["l0c_single_accumulator_deadlock", "exp_max_ring_overwritten_at_preload_equal_fifo"])
 def test_broken_schedules_exit_3_with_diagnosis(tmp_path, overrides, needle):
     args = [a for o in overrides for a in ("--set", o)]
     r = run_cli(tmp_path, *args)
@@ -220,9 +221,12 @@ def test_deadlock_report_names_blocked_pipes(tmp_path):
 
 
 def test_fifo_overwrite_is_a_hazard(tmp_path):
-    """A credit period longer than the FIFO lets the producer overwrite an unread slot."""
-    config = load_config(overrides=["numerics.enabled=false", "case.s1=4096", "schedule.cv_fifo_size=2",
-                                    "schedule.qk_preload=2", "schedule.cv_fifo_cons_sync_period=8"])
+    """A credit period longer than the FIFO lets the producer overwrite an unread slot: with qk_preload = depth
+    = 4 and period 8, QK(4) goes into slot 0 before any credit; one UB source tile and a slow vector keep QK(0)
+    unread that long.  Five tiles: too few for the l1_exp_max ring hazard (qk_preload + 2)."""
+    config = load_config(overrides=["numerics.enabled=false", "case.s1=1280", "schedule.cv_fifo_size=4",
+                                    "schedule.qk_preload=4", "schedule.cv_fifo_cons_sync_period=8",
+                                    "schedule.ub_src=1"])
     hw = load_hardware(config.hardware)
     slow_vector = hw.with_values({"vector.repeat_scale": 8.0})
     with pytest.raises(ScheduleError, match=r"qk_tile_fifo slot 0 .* overwritten by FIXPIPE"):
@@ -246,6 +250,8 @@ def test_flag_waited_more_often_than_set_is_diagnosed():
     env.run()
 
     class Stuck:
+        streams: list = []
+
         def pipes(self):
             return [producer, consumer]
 

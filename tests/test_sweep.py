@@ -40,7 +40,7 @@ def test_200_point_sweep_runs_with_progress_and_names_a_best_point(local_sweep):
     illegal = next(row for row in rows if row["status"] == "illegal")
     assert illegal["message"].startswith("illegal config: ")
     excluded = next(row for row in rows if row["status"] == "excluded")
-    assert excluded["message"] == "constraint schedule.qk_preload < schedule.ub_exp_max is false"
+    assert excluded["message"] == "constraint schedule.qk_preload < schedule.cv_fifo_size is false"
     assert "best time_us" in r.stdout and "vs the kernel defaults" in r.stdout
     assert (out / "results.csv").read_text().count("\n") == 201
 

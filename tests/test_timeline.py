@@ -22,7 +22,7 @@ from tfa_sim.simulation import simulate
 from tfa_sim.timeline import make_view
 
 UNIT = re.compile(r"^core\d+\.(cubecore0|veccore[01])$")
-PIPES = {"cubecore0": {"MTE2", "MTE1", "M", "FIX"}, "veccore0": {"MTE2", "V", "MTE3"},
+PIPES = {"cubecore0": {"dispatch", "MTE2", "MTE1", "M", "FIX"}, "veccore0": {"MTE2", "V", "MTE3"},
          "veccore1": {"MTE2", "V", "MTE3"}}
 
 
@@ -158,20 +158,21 @@ def test_critical_path_equals_makespan_when_resources_are_not_the_bound():
     config = one_tile_config(qk_preload=1)
     hw = load_hardware(config.hardware)
     free_moves = {f"move.{f.name}": float("inf") for f in dataclasses.fields(hw.move)}
-    hw = hw.with_values({**free_moves, "gm.latency": 0.0, "gm.bandwidth": float("inf")})
+    hw = hw.with_values({**free_moves, "gm.l2_latency": 0.0, "gm.miss_latency": 0.0, "gm.l2_bandwidth": float("inf"),
+                         "gm.hbm_bandwidth": float("inf")})
     r = simulate(config, hw, None)
     o = dataclasses.asdict(hw.overhead)
-    assert o["launch"] > 0 and o["block_dispatch"] > 0 and hw.sync.flag_latency > 0
-    cp = critical_path_report(r.stats.events, o["launch"], o["block_dispatch"])
+    assert o["block_dispatch"] > 0 and hw.sync.flag_latency > 0
+    cp = critical_path_report(r.stats.events, o["core_stagger"], o["block_dispatch"])
     assert cp["length_cycles"] == pytest.approx(r.total_cycles, abs=1e-3)  # the report rounds to 1e-3
     # with 8 tiles the M pipe serialises independent QK and PV work: the path is shorter than the run
     config = load_config(overrides=["numerics.enabled=false"])
     r = simulate(config, hw, None)
-    cp = critical_path_report(r.stats.events, o["launch"], o["block_dispatch"])
+    cp = critical_path_report(r.stats.events, o["core_stagger"], o["block_dispatch"])
     assert cp["length_cycles"] < r.total_cycles
-    unlimited = max(end for _, _, end in plan(r.stats.events, o["launch"], o["block_dispatch"], None))
+    unlimited = max(end for _, _, end in plan(r.stats.events, o["core_stagger"], o["block_dispatch"], None))
     assert unlimited == pytest.approx(cp["length_cycles"], abs=1e-3)
-    one_per_pipe = max(end for _, _, end in plan(r.stats.events, o["launch"], o["block_dispatch"], {}))
+    one_per_pipe = max(end for _, _, end in plan(r.stats.events, o["core_stagger"], o["block_dispatch"], {}))
     assert cp["length_cycles"] <= one_per_pipe + 1e-6
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import networkx as nx
 
+from tfa_sim.engine.chip import DISPATCH
 from tfa_sim.units import parse_unit, pipe_kind, without_lane
 
 #: Beyond this many instruction groups the graph analysis is skipped (and says so).
@@ -24,13 +25,18 @@ MAX_GRAPH_NODES = 300_000
 SOURCE, SINK = "start", "end"
 
 
-def task_graph(events: list, launch: float, dispatch: float) -> nx.DiGraph:
-    """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``."""
+def task_graph(events: list, stagger: float, dispatch: float) -> nx.DiGraph:
+    """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``.
+
+    A core's first block starts ``core·stagger + dispatch`` after the source, each later block ``dispatch``
+    after the core's previous block ends (the dispatch spans of the log are these edges, not nodes).
+    """
     g = nx.DiGraph()
     g.add_node(SOURCE, dur=0.0, stage="launch", resource=None)
     g.add_node(SINK, dur=0.0, stage="end", resource=None)
     block_end: dict[int, Any] = {}  # core → (id of the last block's final instruction)
     by_core_block: dict[tuple[int, int], list] = defaultdict(list)
+    events = [e for e in events if e.pipe != DISPATCH]
     for e in events:
         by_core_block[(parse_unit(e.unit).core, e.block)].append(e)
     for e in events:
@@ -43,7 +49,7 @@ def task_graph(events: list, launch: float, dispatch: float) -> nx.DiGraph:
         prev = block_end.get(core)
         for e in first:
             if prev is None:
-                g.add_edge(SOURCE, e.id, lat=launch + dispatch, cause="launch", via="")
+                g.add_edge(SOURCE, e.id, lat=core * stagger + dispatch, cause="launch", via="")
             else:
                 g.add_edge(prev, e.id, lat=dispatch, cause="dispatch", via="")
         block_end[core] = max(evs, key=lambda e: e.end).id
@@ -67,12 +73,12 @@ def longest_path(g: nx.DiGraph) -> tuple[float, list]:
     return dist[SINK], path[::-1]
 
 
-def critical_path_report(events: list, launch: float, dispatch: float) -> dict[str, Any]:
+def critical_path_report(events: list, stagger: float, dispatch: float) -> dict[str, Any]:
     """Critical path length, its share per stage (and sync/overhead), and the instructions on it."""
     if len(events) > MAX_GRAPH_NODES:
         return {"skipped": f"{len(events)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
                            f"(fewer blocks or tiles) to get the critical path"}
-    g = task_graph(events, launch, dispatch)
+    g = task_graph(events, stagger, dispatch)
     length, path = longest_path(g)
     share: dict[str, float] = defaultdict(float)
     for u, v in zip(path, path[1:]):
@@ -114,11 +120,11 @@ def _describe(cause: str, what: str) -> str:
     return what if what.startswith("data") else f"{what} (data)"
 
 
-def plan(events: list, launch: float, dispatch: float, units: dict[str, int] | None) -> list[tuple[int, float, float]]:
+def plan(events: list, stagger: float, dispatch: float, units: dict[str, int] | None) -> list[tuple[int, float, float]]:
     """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
     otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.
     Ready tasks go to free servers by longest remaining path first.  Returns (id, start, end)."""
-    g = task_graph(events, launch, dispatch)
+    g = task_graph(events, stagger, dispatch)
     order = list(nx.topological_sort(g))
     tail: dict[Any, float] = {}
     for v in reversed(order):

@@ -48,6 +48,14 @@ class Block:
         """True when some element of tile t in rows ≥ ``first_row`` lies above the diagonal."""
         return self.causal and (t + 1) * self.tile_s1 - 1 > first_row
 
+    def mask(self, t: int, first_row: int, rows: int) -> str:
+        """How much of tile t the causal mask covers for the ``rows`` rows from ``first_row``: ``full``
+        (every column is right of the last row: the kernel only zeroes x_exp and sets exp_max to 1),
+        ``diagonal`` (the kernel adds the mask before the softmax) or ``none``."""
+        if not self.needs_mask(t, first_row):
+            return "none"
+        return "full" if t * self.tile_s1 > first_row + rows - 1 else "diagonal"
+
 
 def issued_tiles(config: Config, row0: int) -> int:
     """Logical tiles a block starting at ``row0`` issues.

@@ -77,8 +77,7 @@ class ScheduleConfig:
     l0b: int = 2
     l0c: int = 2
     ub_src: int = 2  # qk / pv source tiles (shared addresses)
-    ub_x_exp: int = 2
-    ub_exp_max: int = 8  # l1_exp_max ring
+    ub_x_exp: int = 2  # indexed by the same counter as ub_src (l1_exp_max has cv_fifo_size entries)
 
 
 @dataclass(frozen=True)
@@ -135,6 +134,10 @@ _SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": Schedu
 CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm")}
 
 
+#: Keys earlier versions accepted, with what replaced them.
+RETIRED = {("schedule", "ub_exp_max"): "the l1_exp_max ring has cv_fifo_size entries, as in the kernel; drop the key"}
+
+
 def _suggest(word: str, options: list[str]) -> str:
     close = difflib.get_close_matches(word, options, n=1)
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(options)}"
@@ -171,6 +174,8 @@ def build_config(data: dict[str, Any]) -> Config:
             raise InputError(f"config error: [{section}] must be a table of keys, got {given!r}")
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
         for key, value in given.items():
+            if (section, key) in RETIRED:
+                raise InputError(f"config error: {section}.{key} is no longer a setting: {RETIRED[section, key]}")
             if key not in defaults:
                 raise InputError(f"config error: unknown key {section}.{key}; {_suggest(key, list(defaults))}")
             _check_type(section, key, value, defaults[key])

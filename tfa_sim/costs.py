@@ -2,10 +2,13 @@
 
 * cube TMATMUL: ceil(M/16)·ceil(K/16)·ceil(N/16) + 6 per CubeK panel;
 * on-chip moves (TEXTRACT L1→L0A/L0B): bytes / path rate;
-* GM moves: bytes / path rate, shared chip bandwidth and latency (engine.gm);
-* vector instruction: startup + completion + repeats·per_repeat·repeat_scale,
-  one instruction per 255 repeats; compute_p and compute_gu are the op
-  sequences listed in :func:`compute_p_ops` and :func:`compute_gu_ops`.
+* GM moves: bytes / path rate through the chip's L2 and HBM (engine.gm);
+* vector work: the kernel's op sequence (:func:`compute_p_ops`,
+  :func:`compute_gu_ops`) in groups separated by ``pipe_barrier(PIPE_V)``.
+  Inside a group instructions issue back to back, each paying its startup and
+  ``repeats·per_repeat·repeat_scale``; a group ends when its last instruction
+  completes (its completion latency); one instruction covers at most 255
+  repeats of 256 bytes (docs/timing.md, "Costs").
 """
 from __future__ import annotations
 
@@ -15,36 +18,56 @@ from dataclasses import dataclass
 from tfa_sim.hardware import Hardware
 
 FP32 = 4
+FP16 = 2
 
 
 @dataclass(frozen=True)
 class VectorOp:
-    kind: str  # unary | binary | reduce | exp
-    elements: int  # fp32 elements processed
+    """One vector instruction of the kernel: its cost class and the elements it passes over."""
+
+    name: str  # the kernel's instruction (TROWMAX, TEXP, …)
+    kind: str  # unary | binary | reduce | exp (which startup, per-repeat and completion figures apply)
+    elements: int
+    itemsize: int = FP32
 
 
-def compute_p_ops(rows: int, cols: int, first: bool, masked: bool) -> tuple[VectorOp, ...]:
-    """compute_p on a rows×cols fp32 slice, in kernel order."""
+#: Ops between two pipe_barrier(PIPE_V): they stream; the group waits for its last one to complete.
+Group = tuple[VectorOp, ...]
+
+
+def _mask_prefix(n: int) -> tuple[Group, ...]:
+    """The diagonal tile's mask: TTRI | TMULS by −3.40282e38 | TADD to the scores, each behind a barrier."""
+    return ((VectorOp("TTRI", "unary", n),), (VectorOp("TMULS", "unary", n),), (VectorOp("TADD", "binary", n),))
+
+
+def compute_p_ops(rows: int, cols: int, first: bool, mask: str) -> tuple[Group, ...]:
+    """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``), ``mask`` none | diagonal | full."""
     n = rows * cols
-    ops = [VectorOp("binary", n)] if masked else []  # add −3.40282e38 above the diagonal
-    ops.append(VectorOp("reduce", n))  # rowmax of raw scores
-    if not first:  # m = max(rowmax, M_prev); l1_exp_max = exp((M_prev − m)·s)
-        ops += [VectorOp("binary", rows), VectorOp("binary", rows), VectorOp("binary", rows), VectorOp("exp", rows)]
-    ops += [VectorOp("binary", n), VectorOp("binary", n), VectorOp("exp", n),  # (x − m)·s, exp
-            VectorOp("reduce", n)]  # rowsum of fp32 E
-    if not first:  # L = l1_exp_max·L_prev + rowsum
-        ops += [VectorOp("binary", rows), VectorOp("binary", rows)]
-    ops.append(VectorOp("unary", n))  # x_exp = fp16(E)
-    return tuple(ops)
+    if mask == "full":  # a tile above the diagonal: x_exp = 0, exp_max = 1, the running state unchanged
+        return ((VectorOp("TMULS", "unary", n, FP16), VectorOp("TMULS", "unary", rows)),
+                (VectorOp("TADDS", "unary", rows),))
+    prefix = _mask_prefix(n) if mask == "diagonal" else ()
+    if first:
+        return (*prefix, (VectorOp("TROWMAX", "reduce", n),),
+                (VectorOp("TROWEXPANDSUB", "binary", n), VectorOp("TMULS", "unary", n), VectorOp("TEXP", "exp", n)),
+                (VectorOp("TROWSUM", "reduce", n), VectorOp("TCVT", "unary", n)))
+    return (*prefix, (VectorOp("TROWMAX", "reduce", n),), (VectorOp("TMAX", "binary", rows),),
+            (VectorOp("TSUB", "binary", rows),), (VectorOp("TMULS", "unary", rows),),  # copy of the new max
+            (VectorOp("TROWEXPANDSUB", "binary", n), VectorOp("TMULS", "unary", rows), VectorOp("TMULS", "unary", n),
+             VectorOp("TEXP", "exp", rows), VectorOp("TEXP", "exp", n), VectorOp("TCVT", "unary", n)),
+            (VectorOp("TMUL", "binary", rows), VectorOp("TROWSUM", "reduce", n)),
+            (VectorOp("TADD", "binary", rows),))
 
 
-def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> tuple[VectorOp, ...]:
-    """compute_gu on rows×HEAD: copy on the first tile, else scale and add; divide after the last."""
+def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> tuple[Group, ...]:
+    """compute_gu on rows×HEAD (``pto_macro_fa_gu``): tile 0 is loaded straight into running_o (no vector
+    work); later tiles rescale and add; the last divides by the running sum."""
     n = rows * head
-    ops = [VectorOp("unary", n)] if first else [VectorOp("binary", n), VectorOp("binary", n)]
+    ops: tuple[VectorOp, ...] = () if first else (VectorOp("TROWEXPANDMUL", "binary", n),
+                                                  VectorOp("TADD", "binary", n))
     if last:
-        ops.append(VectorOp("binary", n))
-    return tuple(ops)
+        ops += (VectorOp("TROWEXPANDDIV", "binary", n),)
+    return (ops,) if ops else ()
 
 
 class Costs:
@@ -68,11 +91,11 @@ class Costs:
         """TEXTRACT L1→L0A and L1→L0B of one sub-tile's panels (one MTE1 group)."""
         return nbytes_l0a / self.move.l1_to_l0a + nbytes_l0b / self.move.l1_to_l0b
 
-    def compute_p(self, rows: int, cols: int, first: bool, masked: bool) -> float:
+    def compute_p(self, rows: int, cols: int, first: bool, mask: str) -> float:
         """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
-        key = ("p", rows, cols, first, masked)
+        key = ("p", rows, cols, first, mask)
         if key not in self._cache:
-            self._cache[key] = self.vector(compute_p_ops(rows, cols, first, masked))
+            self._cache[key] = self.vector(compute_p_ops(rows, cols, first, mask))
         return self._cache[key]
 
     def compute_gu(self, rows: int, head: int, first: bool, last: bool) -> float:
@@ -82,17 +105,18 @@ class Costs:
             self._cache[key] = self.vector(compute_gu_ops(rows, head, first, last))
         return self._cache[key]
 
-    def vector(self, ops: tuple[VectorOp, ...]) -> float:
-        """Cycles of a sequence of vector instructions."""
+    def vector(self, groups: tuple[Group, ...]) -> float:
+        """Cycles of barrier-separated groups of vector instructions (module docstring)."""
         v = self.vec
-        per_instr = {"unary": (v.startup_unary, v.completion, v.per_repeat_unary),
-                     "binary": (v.startup_binary, v.completion, v.per_repeat_binary),
-                     "reduce": (v.startup_binary, v.completion, v.per_repeat_binary),
-                     "exp": (v.startup_unary, v.completion_exp, v.per_repeat_exp)}
+        per_kind = {"unary": (v.startup_unary, v.completion, v.per_repeat_unary),
+                    "binary": (v.startup_binary, v.completion, v.per_repeat_binary),
+                    "reduce": (v.startup_binary, v.completion, v.per_repeat_binary),
+                    "exp": (v.startup_unary, v.completion_exp, v.per_repeat_exp)}
         total = 0.0
-        for op in ops:
-            startup, completion, per_repeat = per_instr[op.kind]
-            repeats = math.ceil(op.elements * FP32 / v.repeat_bytes)
-            instrs = math.ceil(repeats / v.max_repeats)
-            total += instrs * (startup + completion) + repeats * per_repeat * v.repeat_scale
+        for group in groups:
+            for op in group:
+                startup, _completion, per_repeat = per_kind[op.kind]
+                repeats = math.ceil(op.elements * op.itemsize / v.repeat_bytes)
+                total += math.ceil(repeats / v.max_repeats) * startup + repeats * per_repeat * v.repeat_scale
+            total += per_kind[group[-1].kind][1]
         return total

@@ -60,10 +60,12 @@ class MoveParams:
 
 @dataclass(frozen=True)
 class GmParams:
-    """Chip-wide GM/L2 bandwidth (bytes per cycle, shared by all cores) and access latency (cycles)."""
+    """The chip's L2 and HBM, shared by all cores: bandwidths in bytes per cycle, latencies in cycles."""
 
-    bandwidth: float
-    latency: float
+    l2_bandwidth: float
+    l2_latency: float  # an L2 hit
+    hbm_bandwidth: float
+    miss_latency: float  # added when a read misses L2
 
 
 @dataclass(frozen=True)
@@ -75,10 +77,12 @@ class SyncParams:
 
 @dataclass(frozen=True)
 class OverheadParams:
-    """Cycles from the kernel launch to the first block, and to start each block on a core."""
+    """Launch and dispatch, in cycles: the host's launch (before the first core starts, outside the kernel
+    time), the start of each block on a core, and the gap between the starts of consecutive cores."""
 
-    launch: float
+    host_launch: float
     block_dispatch: float
+    core_stagger: float
 
 
 #: The timing sections of a preset, by table name.
@@ -147,7 +151,7 @@ class _BufferTable:
 
 #: Fields that must be strictly positive (counts, sizes, rates, divisors); the other numbers may be 0.
 POSITIVE = {"chip.cube_cores", "chip.vector_cores", "chip.clock_mhz", "cube.fractal", "vector.repeat_bytes",
-            "vector.max_repeats", "vector.repeat_scale", "gm.bandwidth",
+            "vector.max_repeats", "vector.repeat_scale", "gm.l2_bandwidth", "gm.hbm_bandwidth",
             *(f"buffers.{f.name}" for f in dataclasses.fields(_BufferTable)),
             *(f"move.{f.name}" for f in dataclasses.fields(MoveParams))}
 

@@ -19,10 +19,11 @@ from typing import Any
 from tfa_sim.errors import InputError
 from tfa_sim.outputs import read_events, read_summary
 from tfa_sim.trace import unit_kind, unit_order
-from tfa_sim.units import PIPES, parse_unit
+from tfa_sim.units import TRACKS, parse_unit
 
 STAGES = {"compute_qk": ("QK", "#4C72B0"), "compute_p": ("P", "#DD8452"), "compute_pv": ("PV", "#55A868"),
-          "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C")}
+          "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C"),
+          "dispatch": ("dispatch", "#BBBBBB")}
 #: More bars than this in one HTML file make browsers crawl: narrow with --cores/--tiles.
 MAX_HTML_BARS = 60_000
 MAX_LABELS = 600
@@ -104,7 +105,7 @@ def make_view(name: str, summary: dict[str, Any], events: list, by: str | None =
 def planned(view_summary: dict[str, Any], events: list, schedule: list[tuple[int, float, float]]) -> tuple:
     """Events moved to a plan's times, and a summary whose makespan is the plan's."""
     times = {i: (a, b) for i, a, b in schedule}
-    moved = [e._replace(start=times[e.id][0], end=times[e.id][1]) for e in events]
+    moved = [e._replace(start=times[e.id][0], end=times[e.id][1]) for e in events if e.id in times]
     end = max(b for _, _, b in schedule)
     return {**view_summary, "total_cycles": end, "time_us": end / view_summary["clock_mhz"]}, moved
 
@@ -122,9 +123,9 @@ def _lanes_and_bars(events: list, by: str) -> tuple[list[str], list[Bar]]:
         raise InputError(f"--by {by!r}: use pipe, stage or unit")
     units = sorted({e.unit for e in events}, key=unit_order)
     if by == "pipe":
-        lanes = [f"{u} {p}" for u in units for p in PIPES[unit_kind(u)]]
+        lanes = [f"{u} {p}" for u in units for p in TRACKS[unit_kind(u)]]
     elif by == "stage":
-        per_unit = {"cube": ("QK", "PV", "end"), "vec": ("P", "GU", "end")}
+        per_unit = {"cube": ("dispatch", "QK", "PV", "end"), "vec": ("P", "GU", "end")}
         present = {_lane(e, by) for e in events if e.end > e.start}  # zero-length handshakes draw nothing
         lanes = [f"{u} {s}" for u in units for s in per_unit[unit_kind(u)] if f"{u} {s}" in present]
     else:

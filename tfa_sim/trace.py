@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.units import PIPES, buffer_owner, parse_unit
+from tfa_sim.units import TRACKS, buffer_owner, parse_unit
 
 
 def unit_kind(unit: str) -> str:
@@ -30,12 +30,12 @@ def build_trace(events: list, counters: dict[str, list[tuple[float, int]]], cloc
     us = 1.0 / clock_mhz
     units = sorted({e.unit for e in events}, key=unit_order)
     pid = {u: i + 1 for i, u in enumerate(units)}
-    tid = {p: i + 1 for i, p in enumerate(("MTE2", "MTE1", "M", "FIX", "V", "MTE3"))}
+    tid = {p: i + 1 for i, p in enumerate(("dispatch", "MTE2", "MTE1", "M", "FIX", "V", "MTE3"))}
     out: list[dict[str, Any]] = []
     for u in units:
         out.append({"ph": "M", "name": "process_name", "pid": pid[u], "tid": 0, "args": {"name": u}})
         out.append({"ph": "M", "name": "process_sort_index", "pid": pid[u], "tid": 0, "args": {"sort_index": pid[u]}})
-        for p in PIPES[unit_kind(u)]:
+        for p in TRACKS[unit_kind(u)]:
             out.append({"ph": "M", "name": "thread_name", "pid": pid[u], "tid": tid[p], "args": {"name": p}})
             out.append({"ph": "M", "name": "thread_sort_index", "pid": pid[u], "tid": tid[p],
                         "args": {"sort_index": tid[p]}})

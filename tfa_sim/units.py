@@ -13,6 +13,8 @@ from typing import NamedTuple
 CUBE_PIPES = ("MTE2", "MTE1", "M", "FIX")
 VEC_PIPES = ("MTE2", "V", "MTE3")
 PIPES = {"cube": CUBE_PIPES, "vec": VEC_PIPES}
+#: The tracks a timeline shows per unit: the pipes, and on the AIC the dispatch of each block before them.
+TRACKS = {"cube": ("dispatch", *CUBE_PIPES), "vec": VEC_PIPES}
 #: Vector cores (AIVs) per AI core.
 LANES = 2
 

@@ -58,7 +58,7 @@ def buffer_use(config: Config, ub_align: int = 32) -> BufferUse:
     ub = {
         "src": s.ub_src * align(max(t.vec_s0 * t.tile_s1, half_rows * c.head) * FP32, ub_align),
         "x_exp": s.ub_x_exp * align(t.vec_s0 * t.tile_s1 * FP16, ub_align),
-        "l1_exp_max": s.ub_exp_max * row_vec,
+        "l1_exp_max": s.cv_fifo_size * row_vec,  # l1_exp_max_ififo[CV_FIFO_SIZE]
         "e_fp32": align(t.vec_s0 * t.tile_s1 * FP32, ub_align),
         "reduce": 2 * t.vec_s0 * ub_align,
         "rows": 4 * row_vec,  # m2_global_max, l2_global_sum, tile max, tile sum

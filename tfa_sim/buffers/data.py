@@ -53,6 +53,21 @@ class Const:
         raise TypeError("a constant cannot be written")
 
 
+class Discard:
+    """Where a result the kernel does not keep goes (tile 0's l1_exp_max, all ones)."""
+
+    __slots__ = ()
+
+    def get(self) -> Any:
+        raise TypeError("nothing is kept here")
+
+    def put(self, value: Any) -> None:
+        pass
+
+
+DISCARD = Discard()
+
+
 class TileStore:
     """``depth`` tile slots used round-robin by tile number; writing part of tile t into a slot that still
     holds an older tile starts a fresh array, so views taken of the older tile stay valid (as the copies

@@ -153,13 +153,11 @@ class FifoTile:
 class Ring:
     """Entries written round-robin by tile with no flag: writing an entry still unread is a hazard."""
 
-    def __init__(self, env: simpy.Environment, name: str, count: int, shape: tuple[int, ...], dtype: Any,
-                 fix: str) -> None:
+    def __init__(self, env: simpy.Environment, name: str, count: int, shape: tuple[int, ...], dtype: Any) -> None:
         self.env = env
         self.name = name
         self.count = count
-        self.fix = fix  # what the hazard message tells the user to change
-        self.holder: list[str | None] = [None] * count
+        self.holder: list[int | None] = [None] * count  # the tile whose entry is written and not yet read
         self.store = TileStore(count, shape, dtype)
 
     def reset(self) -> None:
@@ -173,10 +171,15 @@ class Ring:
     def write(self, t: int, by: Any) -> None:
         """``by`` starts writing the entry of tile ``t``."""
         slot = t % self.count
-        if self.holder[slot] is not None:
-            raise HazardError(f"{self.name} slot {slot} overwritten by {by.label} at cycle {self.env.now:.0f} "
-                              f"while {self.holder[slot]} is still unread; {self.fix}")
-        self.holder[slot] = by.label
+        held = self.holder[slot]
+        if held is not None:
+            raise HazardError(
+                f"{self.name} slot {slot} overwritten by {by.label} at cycle {self.env.now:.0f} while the entry of "
+                f"tile {held} is still unread: the kernel does not sync this ring, so on the board compute_gu of "
+                f"tile {held} would silently rescale running_o with tile {t}'s factor and O would be wrong; this "
+                f"happens when qk_preload = cv_fifo_size ({self.count} entries) and a block has at least "
+                f"qk_preload + 2 tiles — use qk_preload < cv_fifo_size")
+        self.holder[slot] = t
 
     def read(self, t: int, by: Any) -> None:
         """``by`` has read the entry of tile ``t``; it may be overwritten from now on."""

@@ -65,7 +65,7 @@ class Pool:
 
     def request(self, tag: Any = None) -> simpy.Event | Granted:
         """Triggers once the rule allows; ``value`` is the grant, ``pred`` the instruction that enabled it."""
-        if not self.waiters and self._can_grant():
+        if not self.waiters and self._can_grant(tag):
             return Granted(*self._grant(tag))
         ev = self.env.event()
         ev.tag = tag  # type: ignore[attr-defined]
@@ -73,12 +73,12 @@ class Pool:
         return ev
 
     def _wake(self) -> None:
-        while self.waiters and self._can_grant():
+        while self.waiters and self._can_grant(self.waiters[0].tag):  # type: ignore[attr-defined]
             ev = self.waiters.popleft()
             value, ev.pred = self._grant(ev.tag)  # type: ignore[attr-defined]
             ev.succeed(value)
 
-    def _can_grant(self) -> bool:
+    def _can_grant(self, tag: Any) -> bool:
         raise NotImplementedError
 
     def _grant(self, tag: Any) -> tuple[Any, Any]:
@@ -89,16 +89,19 @@ class Pool:
 class Slot:
     """One use of a :class:`PingPong` slot: requested by an instruction, holds its tile until released.
 
-    Waiting on a Slot takes the pool's next slot in turn (``index`` is set at the
-    grant); ``get``/``put`` read and write the tile in it; ``release`` (at the end
-    of the instruction done with it) lets the next request in turn have it.
+    Waiting on a Slot takes the pool's next slot in turn, or slot ``want`` when
+    the program picks it (the kernel indexes some ping-pongs by its own
+    counters); ``index`` is set at the grant.  ``get``/``put`` read and write the
+    tile in it; ``release`` (at the end of the instruction done with it) lets the
+    next request have it.
     """
 
-    __slots__ = ("pool", "index", "owner")
+    __slots__ = ("pool", "want", "index", "owner")
     cause = "slot"
 
-    def __init__(self, pool: PingPong) -> None:
+    def __init__(self, pool: PingPong, want: int | None = None) -> None:
         self.pool = pool
+        self.want = want
         self.index = -1
         self.owner: Any = None  # the instruction that requested the slot
 
@@ -133,15 +136,16 @@ class PingPong(Pool):
         self.next = 0
         self.in_use = 0
 
-    def slot(self) -> Slot:
-        """A handle for the next slot in turn; an instruction that waits on it takes the slot."""
-        return Slot(self)
+    def slot(self, index: int | None = None) -> Slot:
+        """A handle for slot ``index`` (None: the next in turn); an instruction that waits on it takes it."""
+        return Slot(self, None if index is None else index % self.count)
 
-    def _can_grant(self) -> bool:
-        return self.holder[self.next] is None
+    def _can_grant(self, tag: Any) -> bool:
+        want = tag.want
+        return self.holder[self.next if want is None else want] is None
 
     def _grant(self, tag: Any) -> tuple[int, Any]:
-        slot = self.next
+        slot = self.next if tag.want is None else tag.want
         self.holder[slot] = tag
         tag.index = slot
         self.next = (slot + 1) % self.count
@@ -168,11 +172,11 @@ class PingPong(Pool):
         if self.waiters:
             self._wake()
 
-    def holder_label(self) -> str:
-        """Who holds the slot the next request waits for (deadlock report)."""
-        holder = self.holder[self.next]
-        owner = getattr(holder, "owner", None)
-        return f" (slot {self.next} held by {owner.label})" if owner is not None else ""
+    def holder_label(self, slot: int | None = None) -> str:
+        """Who holds ``slot`` (default: the next in turn), for the deadlock report."""
+        slot = self.next if slot is None else slot
+        owner = getattr(self.holder[slot], "owner", None)
+        return f" (slot {slot} held by {owner.label})" if owner is not None else ""
 
     def reset(self) -> None:
         """Back to the state of a new buffer (all slots free, slot 0 next, no tiles), for another block."""
@@ -198,7 +202,7 @@ class Flag(Pool):
         self.in_flight = 0  # sets still within their latency
         self.setters: deque[Any] = deque()  # who set each pending count, oldest first
 
-    def _can_grant(self) -> bool:
+    def _can_grant(self, tag: Any) -> bool:
         return self.count > 0
 
     def _grant(self, tag: Any) -> tuple[None, Any]:

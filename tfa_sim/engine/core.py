@@ -32,6 +32,7 @@ class Core:
         self.cube = CubePipes(*(Pipe(env, cube, p, stats, gm) for p in CubePipes._fields))
         self.vec = [VecPipes(*(Pipe(env, vec_unit(index, a).name, p, stats, gm) for p in VecPipes._fields))
                     for a in range(LANES)]
+        self.streams: list[Any] = []  # the issue streams of the block the core runs (deadlock report)
 
     def pipes(self) -> list[Pipe]:
         return [*self.cube, *(p for v in self.vec for p in v)]

@@ -1,9 +1,12 @@
 """Deadlock diagnosis: who waits on what, held by whom, as a wait-for graph.
 
 Each blocked pipe points at the pipe that would unblock it (the holder of the
-slot, the setter of the flag, the producer of the data).  A cycle in that
-graph (networkx) is a deadlock; a chain ending at an idle pipe means a wait
-that nothing will ever satisfy (a flag waited more often than it is set).
+slot, the setter of the flag, the producer of the data); a unit's issue stream
+blocked on a cross-core flag points at the flag's setter, and every idle pipe
+of that unit points at the stream (its next instruction is not issued yet).  A
+cycle in that graph (networkx) is a deadlock; a chain ending at an idle pipe
+means a wait that nothing will ever satisfy (a flag waited more often than it
+is set).
 """
 from __future__ import annotations
 
@@ -12,20 +15,36 @@ from typing import Any
 import networkx as nx
 
 
+def _edges(core: Any, graph: nx.DiGraph, lines: list[str]) -> None:
+    for pipe in core.pipes():
+        waiting = pipe.waiting_on()
+        if waiting is None:
+            continue
+        ins, what, owner = waiting
+        owner_name = owner.full_name if owner is not None else "nobody"
+        graph.add_edge(pipe.full_name, owner_name)
+        lines.append(f"{pipe.full_name} [{ins.label}, block {ins.block}] waits for {what}, signalled by {owner_name}")
+    for stream in core.streams:
+        waiting = stream.waiting_on()
+        if waiting is None:
+            continue
+        wait, flag = waiting
+        node = f"{stream.unit} issue stream"
+        owner_name = flag.owner_pipe.full_name if flag.owner_pipe is not None else "nobody"
+        graph.add_edge(node, owner_name)
+        after = f" after {stream.last.label}" if stream.last is not None else " before its first instruction"
+        lines.append(f"{node} ({wait.stage}{after}) waits for {flag.name}, signalled by {owner_name}")
+        for pipe in stream.pipes:
+            if pipe.idle:
+                graph.add_edge(pipe.full_name, node)
+
+
 def deadlock_report(now: float, stuck_cores: list[Any]) -> str:
-    """One paragraph: the blocked pipes, their waits, and the cycle or dead end."""
+    """One paragraph: the blocked pipes and issue streams, their waits, and the cycle or dead end."""
     graph = nx.DiGraph()
-    lines = []
+    lines: list[str] = []
     for core in stuck_cores:
-        for pipe in core.pipes():
-            waiting = pipe.waiting_on()
-            if waiting is None:
-                continue
-            ins, what, owner = waiting
-            owner_name = owner.full_name if owner is not None else "nobody"
-            graph.add_edge(pipe.full_name, owner_name)
-            lines.append(f"{pipe.full_name} [{ins.label}, block {ins.block}] waits for {what}, "
-                         f"signalled by {owner_name}")
+        _edges(core, graph, lines)
     try:
         cycle = nx.find_cycle(graph)
         verdict = "wait-for cycle: " + " → ".join([a for a, _ in cycle] + [cycle[0][0]])

@@ -1,26 +1,55 @@
-"""Global memory (GM through L2) shared by every core of the chip.
+"""Global memory: the chip's L2 cache and HBM, shared by every core.
 
-Each transfer is limited by its core's path rate and by the chip-wide GM
-bandwidth, which all active cores share first-come first-served: the channel
-is reserved for ``bytes / bandwidth`` cycles after the previous reservation.
-Contention is therefore an outcome of the traffic, not a per-core-count
-factor.  Every transfer also pays a fixed access latency.
+Every transfer is limited by its core's path rate (the MTE's bytes per cycle),
+moves through the chip-wide L2 (``l2_bandwidth`` bytes per cycle, shared first
+come first served) and pays the L2 access latency.  A read that misses L2 —
+the first read of an input line — also moves through HBM (``hbm_bandwidth``,
+shared) and pays the miss latency.  Every block of a head reads the same K and
+V chunks, so only their first reader misses; later readers hit L2, but no
+sooner than the line arrives.  Q rows are read once per block (always a miss).
+The FIFOs' traffic, written and read back within a few tiles, and the output
+stay in L2.  Contention is an outcome of the traffic, not a per-core-count
+factor.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
+
+#: ``line`` of a read that always misses L2 (data read once: a block's Q rows).
+MISS = "miss"
+
 
 class GlobalMemory:
-    def __init__(self, bandwidth: float, latency: float) -> None:
-        self.bandwidth = bandwidth  # bytes per cycle, whole chip
-        self.latency = latency  # cycles per transfer
-        self.free_at = 0.0
-        self.bytes = 0
+    def __init__(self, l2_bandwidth: float, l2_latency: float, hbm_bandwidth: float, miss_latency: float) -> None:
+        self.l2_bandwidth, self.l2_latency = l2_bandwidth, l2_latency  # bytes/cycle (whole chip), cycles
+        self.hbm_bandwidth, self.miss_latency = hbm_bandwidth, miss_latency
+        self.l2_free = self.hbm_free = 0.0
+        self.lines: dict[Hashable, float] = {}  # input line → cycle it is in L2
+        self.bytes = 0  # all GM traffic (through L2)
+        self.hbm_bytes = 0  # the part that came from HBM
 
-    def transfer(self, now: float, nbytes: int, path_rate: float) -> tuple[float, float]:
-        """(cycles the transfer takes from ``now``, cycles of it lost to sharing)."""
+    def transfer(self, now: float, nbytes: int, path_rate: float, line: Hashable | None = None) -> tuple[float, float]:
+        """(cycles the transfer takes from ``now``, cycles of it lost to sharing).
+
+        ``line``: None for L2 traffic (FIFOs, output), :data:`MISS` for a read that always misses, any
+        other key for an input line that misses on its first read only.
+        """
         own = nbytes / path_rate
-        start = max(now, self.free_at)
-        self.free_at = start + nbytes / self.bandwidth
+        start = max(now, self.l2_free)
+        self.l2_free = start + nbytes / self.l2_bandwidth
+        finish = max(now + own, self.l2_free)
+        latency = self.l2_latency
         self.bytes += nbytes
-        finish = max(now + own, self.free_at)
-        return finish - now + self.latency, finish - (now + own)
+        if line is not None:
+            arrival = self.lines.get(line) if line is not MISS else None
+            if arrival is None:  # from HBM
+                hbm_start = max(now, self.hbm_free)
+                self.hbm_free = hbm_start + nbytes / self.hbm_bandwidth
+                finish = max(finish, self.hbm_free)
+                latency += self.miss_latency
+                self.hbm_bytes += nbytes
+                if line is not MISS:
+                    self.lines[line] = finish + latency
+            else:  # an L2 hit on a line another core brought in
+                finish = max(finish, arrival - latency)
+        return finish - now + latency, finish - (now + own)

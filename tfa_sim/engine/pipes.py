@@ -13,7 +13,7 @@ and set flags.  The engine knows no stage by name: stages are labels here.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple
 
 import simpy
@@ -32,12 +32,35 @@ Effect = Callable[["Instr"], None]
 
 
 class GmMove:
-    """The cost of a GM transfer: ``nbytes`` at the core's path ``rate``, through the shared GM."""
+    """The cost of a GM transfer: ``nbytes`` at the core's path ``rate``, through the shared L2 (and HBM for
+    a ``line`` that misses, see :mod:`tfa_sim.engine.gm`)."""
 
-    __slots__ = ("nbytes", "rate")
+    __slots__ = ("nbytes", "rate", "line")
 
-    def __init__(self, nbytes: int, rate: float) -> None:
-        self.nbytes, self.rate = nbytes, rate
+    def __init__(self, nbytes: int, rate: float, line: Hashable | None = None) -> None:
+        self.nbytes, self.rate, self.line = nbytes, rate, line
+
+
+class StreamWait:
+    """A wait of a unit's issue stream (see ``tfa_sim.engine.issue.Wait``), as the instruction issued right
+    after it sees it: when the stream began to wait (``since``), when it went on (``granted_at``), the flag
+    it blocked on last (``blocker``) and who set each flag it took (``deps``, for the critical path)."""
+
+    __slots__ = ("stage", "since", "granted_at", "blocker", "deps")
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.reset()
+
+    def reset(self) -> None:
+        self.since = self.granted_at = 0.0
+        self.blocker: Any = None
+        self.deps: list[tuple[Any, str, float, str]] = []
+
+    def granted(self, flag: Any, grant: Any) -> None:
+        """One count of ``flag`` was taken; remember who set it."""
+        if grant.pred is not None:
+            self.deps.append((grant.pred, flag.cause, flag.latency, flag.short_name))
 
 
 class Instr:
@@ -50,7 +73,7 @@ class Instr:
     """
 
     __slots__ = ("pipe", "stage", "block", "tile", "sub", "kind", "waits", "cost", "op", "then", "nbytes",
-                 "flops", "_done", "waiters", "finished", "start", "end", "id", "deps")
+                 "flops", "_done", "waiters", "finished", "start", "end", "id", "deps", "stream_wait")
 
     def __init__(self, pipe: Pipe, stage: str, block: int, tile: int, sub: int, kind: str, cost: float | GmMove,
                  waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
@@ -68,6 +91,7 @@ class Instr:
         self.start = self.end = 0.0
         self.id = -1  # numbered when executed (event log)
         self.deps: list[tuple[Instr, str, float, str]] | None = None  # (predecessor, cause, latency, via) if logging
+        self.stream_wait: StreamWait | None = None  # the issue stream's wait right before this instruction
 
     def reset(self, block: int) -> None:
         """Make the instruction ready to run again, for ``block`` (a replayed program template)."""
@@ -134,6 +158,12 @@ class Stats:
         """Busy cycles per pipe (``coreN.unit.PIPE``)."""
         return {p.full_name: p.busy for p in self.pipes}
 
+    def span(self, unit: str, pipe: str, stage: str, block: int, kind: str, start: float, end: float) -> None:
+        """Log work that is not an instruction group of a pipe (a block's dispatch)."""
+        if self.events is not None:
+            self.events.append(Record(self.next_id, unit, pipe, stage, block, -1, 0, kind, start, end, 0, 0, {}, ()))
+            self.next_id += 1
+
     @property
     def instructions(self) -> int:
         return sum(p.executed for p in self.pipes)
@@ -169,8 +199,14 @@ class Pipe:
         self._pending: Any = None  # the not-yet-triggered wait of the head instruction
         self._wait_index = 0
         self._blocked_since = 0.0
+        self.last_end = 0.0  # when the pipe's previous instruction completed
         stats.pipes.append(self)
         self.log = stats.events is not None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running, nothing queued, nothing waited for."""
+        return self._running is None and not self.queue and self.blocked is None
 
     def issue(self, ins: Instr) -> Instr:
         self.queue.append(ins)
@@ -190,9 +226,11 @@ class Pipe:
                 return
             queue.popleft()
             start = ins.start = now(env)
+            if ins.stream_wait is not None:
+                self._stream_stall(ins, ins.stream_wait)
             cost = ins.cost
             if cost.__class__ is GmMove:
-                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate)
+                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, cost.line)
                 if gm_wait > 0:
                     self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
             else:
@@ -246,6 +284,15 @@ class Pipe:
         self._wait_index = 0
         return True
 
+    def _stream_stall(self, ins: Instr, wait: StreamWait) -> None:
+        """The time this pipe sat idle because its unit's issue stream was waiting on a flag."""
+        idle = wait.granted_at - max(self.last_end, wait.since)
+        if idle > 0:
+            flag = wait.blocker
+            self.stall_by[(wait.stage, flag.cause, flag.short_name)] += idle
+        if self.log:
+            ins.deps = [*wait.deps, *(ins.deps or ())]
+
     def _record_dep(self, ins: Instr, source: Any, granted: Any) -> None:
         """Remember which instruction enabled this wait (for the critical path)."""
         if ins.deps is None:
@@ -272,7 +319,7 @@ class Pipe:
 
     def _finish(self, ins: Instr, cycles: float) -> None:
         stats = self.stats
-        ins.end = now(self.env)
+        ins.end = self.last_end = now(self.env)
         self.executed += 1
         self.busy += cycles
         if ins.op is not None:
@@ -302,7 +349,7 @@ class Pipe:
         ins, source = self.blocked
         if source.__class__ is Slot:
             pool = source.pool
-            return ins, pool.name + pool.holder_label(), pool.owner_pipe
+            return ins, pool.name + pool.holder_label(source.want), pool.owner_pipe
         if isinstance(source, Pool):
             return ins, source.name, source.owner_pipe
         return ins, f"{source.label} ({source.pipe.full_name})", source.pipe

@@ -11,6 +11,7 @@ instructions in local variables and buffers, as the kernel does.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from tfa_sim.buffers.pools import Flag, HazardError, PingPong
 from tfa_sim.config import Config
 from tfa_sim.costs import Costs
 from tfa_sim.engine.core import Core
-from tfa_sim.engine.issue import Program
+from tfa_sim.engine.issue import Program, Wait
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.inputs import Inputs
 from tfa_sim.units import LANES, cube_unit, vec_unit
@@ -68,7 +69,7 @@ class BlockKernel:
         self.aic = core.cube
         self.aiv = core.vec
         self._traced = stats.pools if stats.events is not None else None
-        self.programs: list[Program] = []  # the units' programs, set by the kernel (run_tfa)
+        self.programs: list[tuple[Sequence[Pipe], Program]] = []  # each unit's pipes and program (run_tfa)
         s, latency = config.schedule, costs.hw.sync.flag_latency
         core_name = cube_unit(core.index).core_name
         aic, aiv = self.aic, self.aiv
@@ -78,18 +79,15 @@ class BlockKernel:
         self.l1_v = self._pool(f"{core_name}.L1.v", s.l1_v, aic.MTE1)
         self.l0a = self._pool(f"{core_name}.L0A", s.l0a, aic.M)
         self.l0b = self._pool(f"{core_name}.L0B", s.l0b, aic.M)
-        # L0C: QK and PV keep their own accumulators ("QK and PV alternate"); with one, they share it
-        if s.l0c == 1:
-            self.l0c_qk = self.l0c_pv = self._pool(f"{core_name}.L0C", 1, aic.FIX)
-        else:
-            self.l0c_qk = self._pool(f"{core_name}.L0C.qk", s.l0c // 2, aic.FIX)
-            self.l0c_pv = self._pool(f"{core_name}.L0C.pv", s.l0c - s.l0c // 2, aic.FIX)
+        # L0C accumulators (two halves by default); the AIC program picks them by the kernel's running index
+        self.l0c = self._pool(f"{core_name}.L0C", s.l0c, aic.FIX)
         vec_names = [vec_unit(core.index, a).name for a in range(LANES)]
         # the qk and pv source tiles share UB addresses (one ping-pong per AIV)
         self.ub_src = [self._pool(f"{vec_names[a]}.UB.src", s.ub_src, aiv[a].V) for a in range(LANES)]
         self.ub_x_exp = [self._pool(f"{vec_names[a]}.UB.x_exp", s.ub_x_exp, aiv[a].MTE3) for a in range(LANES)]
-        self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", s.ub_exp_max, (shape.half,), np.float32,
-                                "raise schedule.ub_exp_max above qk_preload") for a in range(LANES)]
+        # l1_exp_max_ififo[CV_FIFO_SIZE]: entry t % cv_fifo_size, written by compute_p(t), read by compute_gu(t)
+        self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", s.cv_fifo_size, (shape.half,), np.float32)
+                           for a in range(LANES)]
         depth, period = s.cv_fifo_size, s.cv_fifo_cons_sync_period
         tile = (shape.cube_s0, shape.tile_s1)
         self.qk_fifo = self._fifo(f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
@@ -124,15 +122,26 @@ class BlockKernel:
             self._traced.append(pool)
 
     # ---- what the stages call --------------------------------------------------------------------
+    def wait(self, stage: str, flags: Sequence[Flag]) -> Wait:
+        """The unit's scalar unit waits for one count of each flag (``wait()``/``allocate()``) before issuing
+        anything else."""
+        return Wait(stage, flags)
+
     def instr(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, cost: float | GmMove,
               waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
               nbytes: int = 0, flops: int = 0) -> Instr:
         """An instruction group of this block (see :class:`~tfa_sim.engine.pipes.Instr`)."""
         return Instr(pipe, stage, self.block.index, t, sub, kind, cost, waits, op, then, nbytes, flops)
 
-    def gm_move(self, nbytes: int, path: str) -> GmMove:
-        """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``)."""
-        return GmMove(nbytes, getattr(self.costs.move, path))
+    def gm_move(self, nbytes: int, path: str, line: Hashable | None = None) -> GmMove:
+        """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``);
+        ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
+        return GmMove(nbytes, getattr(self.costs.move, path), line)
+
+    def kv_line(self, tensor: str, t: int, s: int) -> tuple[str, int, int, int]:
+        """The L2 line of the K or V chunk of sub-tile (t, s): shared by every block of the head."""
+        b = self.block
+        return tensor, b.batch, b.kv_head, b.col0(t, s)
 
     @property
     def data(self) -> Numerics:
@@ -165,8 +174,8 @@ class BlockKernel:
 
     # ---- block end --------------------------------------------------------------------------------
     def _pools(self) -> list[PingPong]:
-        return list(dict.fromkeys([self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c_qk,
-                                   self.l0c_pv, *self.ub_src, *self.ub_x_exp]))
+        return [self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c, *self.ub_src,
+                *self.ub_x_exp]
 
     def finish(self) -> None:
         """At block end every flag must be back to zero and every slot released; then drop the tiles."""

@@ -2,12 +2,17 @@
 
 Per logical tile, in the kernel's order (docs/kernel.md, "The four stages"):
 
-1. ``TLOAD PV`` (MTE2): the AIV's half of the fp32 PV tile from the PV FIFO into
-   a UB source slot, after the tile's ready flag (``wait()``); then the tile is
-   freed and, when the credit rule says so, a credit returned;
-2. ``VEC update`` (V): ``O = PV₀`` on the first tile, else ``O = l1_exp_max ⊙row O
-   + PV_t``; after the last tile ``O = O ⊘row L`` (numerics: :func:`update`);
-3. after the last tile, ``TSTORE O`` (MTE3): the AIV's rows of the output to GM.
+1. the consumer's ``wait()``: the AIV's scalar unit waits for the PV FIFO's ready
+   flag, and nothing after it is issued until then;
+2. ``TLOAD PV`` (MTE2): the AIV's half of the fp32 PV tile into the UB source
+   tile of this call (the shared counter picks it) — on tile 0 straight into
+   ``running_o``; then the tile is freed and, when the credit rule says so, a
+   credit returned (``free()``);
+3. ``VEC update`` (V, ``pto_macro_fa_gu``): from tile 1 on ``O = l1_exp_max ⊙row O
+   + PV_t`` with the tile's ``l1_exp_max`` from the ring; after the last tile
+   ``O = O ⊘row L`` (numerics: :func:`update`); tile 0 has no vector work but
+   its hand-back of the source tile;
+4. after the last tile, ``TSTORE O`` (MTE3): the AIV's rows of the output to GM.
 """
 from __future__ import annotations
 
@@ -17,12 +22,13 @@ import numpy as np
 
 from tfa_sim.backends import Backend
 from tfa_sim.buffers.capacity import FP32
-from tfa_sim.buffers.data import Compute, Move, View
+from tfa_sim.buffers.data import Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, Instr
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_gu"
+NOT_RESCALED = Const(None)  # tile 0 has no l1_exp_max: update() ignores it there
 
 
 def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv: np.ndarray,
@@ -36,27 +42,30 @@ def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv:
     return backend.normalize(o, l2_global_sum) if last else o
 
 
-def compute_gu(k: BlockKernel, lane: int, t: int) -> Program:
-    """GU(t) on AIV ``lane``; returns the ``TSTORE O`` after the block's last tile (else None)."""
+def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int) -> Program:
+    """GU(t) on AIV ``lane`` (``src_id``: the shared ping-pong counter); returns the ``TSTORE O`` after the
+    block's last tile (else None)."""
     n, aiv = k.shape, k.aiv[lane]
     pv = k.pv_fifo.tile(t, (lane,))
     half = slice(lane * n.half, (lane + 1) * n.half)  # this AIV's rows of the block
-    src = k.ub_src[lane].slot()
+    src = k.ub_src[lane].slot(src_id)
     nbytes = n.half * n.head * FP32
+    yield k.wait(STAGE, pv.ready)  # wait(): the PV tile is in GM
     load = yield k.instr(
-        aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub"), waits=(*pv.ready, src),
+        aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub"), waits=(src,),
         op=(Move(pv.region(half), src),) if k.numerics else None,
         then=(pv.free, pv.credit) if pv.notifies else (pv.free,), nbytes=nbytes)
     first, last = t == 0, t == k.block.tiles - 1
-    exp_max = k.l1_exp_max[lane].entry(t)
+    exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
     if k.numerics:
         o = View(k.running_o[lane])
         step = partial(update, k.data.backend, first, last)
-        op = (Compute(step, (o, src, exp_max.region(), View(k.l2_global_sum[lane])), (o,)),
+        scale = NOT_RESCALED if first else exp_max.region()
+        op = (Compute(step, (o, src, scale, View(k.l2_global_sum[lane])), (o,)),
               *k.dump("o_part", t, lane * n.half, o))
     vec = yield k.instr(aiv.V, STAGE, t, 0, "VEC update", k.costs.compute_gu(n.half, n.head, first, last),
-                        waits=(load,), op=op, then=(exp_max.read, src.release))
+                        waits=(load,), op=op, then=(src.release,) if first else (exp_max.read, src.release))
     if not last:
         return None
     store: Instr = yield k.instr(

@@ -2,16 +2,19 @@
 
 Per row slice, in the kernel's order (docs/kernel.md, "The four stages"):
 
-1. ``TLOAD QK`` (MTE2): the slice's fp32 scores from the QK FIFO into a UB source
-   slot — at row slice 0 after the QK FIFO's ready flag (``wait()``); the last
-   slice frees the tile and, when the credit rule says so, returns a credit;
-2. ``VEC softmax`` (V): row max (raw scores), ``(x − m)·s``, exp, row sum of the
-   fp32 E, ``x_exp = fp16(E)`` into a UB slot, ``l1_exp_max`` into the ring,
-   the running ``m2_global_max`` and ``l2_global_sum`` updated (numerics:
-   :func:`softmax`);
-3. ``TSTORE x_exp →p_tile_fifo`` (MTE3): the fp16 slice into the P FIFO — at
-   row slice 0 after a credit when the credit rule says so (``allocate()``),
-   the last slice signals the tile ready.
+1. at row slice 0 the consumer's ``wait()``: the AIV's scalar unit waits for the
+   QK FIFO's ready flag, and nothing after it is issued until then;
+2. ``TLOAD QK`` (MTE2): the slice's fp32 scores into the UB source tile of this
+   call (the shared counter picks it); the last slice frees the tile and, when
+   the credit rule says so, returns a credit (``free()``);
+3. ``VEC softmax`` (V): the kernel's op sequence (``pto_macro_fa_softmax``:
+   row max of the raw scores, ``(x − m)·s``, exp, ``x_exp = fp16(E)``, row sum
+   of the fp32 E, the running ``m2_global_max`` and ``l2_global_sum``, and
+   from tile 1 on the tile's ``l1_exp_max`` into the ring) into the ``x_exp``
+   tile of the same counter (numerics: :func:`softmax`);
+4. at row slice 0, when the credit rule says so, the producer's ``allocate()``;
+5. ``TSTORE x_exp →p_tile_fifo`` (MTE3): the fp16 slice into the P FIFO; the last
+   slice signals the tile ready (``record()``).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import numpy as np
 from tfa_sim.backends import Backend
 from tfa_sim.blocks import Block
 from tfa_sim.buffers.capacity import FP16, FP32
-from tfa_sim.buffers.data import Compute, Move, View
+from tfa_sim.buffers.data import DISCARD, Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
 from tfa_sim.numerics import apply_causal_mask
@@ -43,38 +46,45 @@ def softmax(backend: Backend, block: Block, t: int, first_row: int, scale: np.fl
     return tuple(backend.compute_p(x, m_prev, l_prev, scale))
 
 
-def compute_p(k: BlockKernel, lane: int, t: int, r: int) -> Program:
-    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``."""
+def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program:
+    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``; ``src_id``: the shared ping-pong counter."""
     b, n, aiv = k.block, k.shape, k.aiv[lane]
     qk, p = k.qk_fifo.tile(t, (lane,)), k.p_fifo.tile(t, (lane,))
     first, last = r == 0, r == n.k_tile_factor - 1
     row0 = lane * n.half + r * n.vec_s0  # within the block
     rows = slice(row0, row0 + n.vec_s0)
-    src, x_exp = k.ub_src[lane].slot(), k.ub_x_exp[lane].slot()
+    src, x_exp = k.ub_src[lane].slot(src_id), k.ub_x_exp[lane].slot(src_id)
     src_bytes = n.vec_s0 * n.tile_s1 * FP32
     load_then: tuple[Effect, ...] = ()
     if last:  # free(): the QK tile is read; a credit when the credit rule says so
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
+    if first:
+        yield k.wait(STAGE, qk.ready)  # wait(): the QK tile is in GM
     load = yield k.instr(
-        aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub"),
-        waits=(*qk.ready, src) if first else (src,),  # wait(): at row slice 0, the QK tile is in GM
+        aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub"), waits=(src,),
         op=(Move(qk.region(rows), src),) if k.numerics else None, then=load_then, nbytes=src_bytes)
-    exp_max = k.l1_exp_max[lane].entry(t)
+    exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
     if k.numerics:
         own = slice(r * n.vec_s0, (r + 1) * n.vec_s0)  # the slice's rows within this AIV's half
         m, l = View(k.m2_global_max[lane], own), View(k.l2_global_sum[lane], own)
         step = partial(softmax, k.data.backend, b, t, b.row0 + row0, n.scale)
-        op = (Compute(step, (src, None, None) if t == 0 else (src, m, l), (x_exp, exp_max.region(own), m, l)),
-              *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count),
-              *k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
-    cost = k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.needs_mask(t, b.row0 + row0))
+        if t == 0:  # l1_exp_max is all ones and not kept; the dump shows those ones
+            op = (Compute(step, (src, None, None), (x_exp, DISCARD, m, l)),
+                  *k.dump("exp_max", t, row0, Const(np.ones(n.vec_s0, np.float32))))
+        else:
+            op = (Compute(step, (src, m, l), (x_exp, exp_max.region(own), m, l)),
+                  *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count))
+        op += (*k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
+    cost = k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.mask(t, b.row0 + row0, n.vec_s0))
     vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax", cost, waits=(load, x_exp), op=op,
-                        then=(src.release, exp_max.write) if first else (src.release,))
+                        then=(src.release, exp_max.write) if first and t > 0 else (src.release,))
     out_bytes = n.vec_s0 * n.tile_s1 * FP16
     store_op: tuple[Effect, ...] | None = None
     if k.numerics:
         store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, t % k.p_fifo.depth))
     store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
+    if first and p.credits:
+        yield k.wait(STAGE, p.credits)  # allocate(): a P slot before the first store of the tile
     yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", k.gm_move(out_bytes, "ub_to_gm"),
-                  waits=(vec, *p.credits) if first else (vec,), op=store_op, then=store_then, nbytes=out_bytes)
+                  waits=(vec,), op=store_op, then=store_then, nbytes=out_bytes)

@@ -2,16 +2,19 @@
 
 Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
 
-1. ``TLOAD P,V`` (MTE2): the V chunk and the P chunk (fp16 ``x_exp`` from the P
-   FIFO) into L1 slots — at sub-tile 0 after the P FIFO's ready flags (the
-   consumer's ``wait()``); the last sub-tile frees the P tile and, when the
-   credit rule says so, returns a credit;
-2. ``TEXTRACT`` (MTE1): P and V panels into L0A/L0B halves;
-3. ``TMATMUL`` (M): accumulate into the tile's L0C accumulator (taken at sub-tile
-   0 and held across the tile's sub-tiles);
-4. after the tile's last active sub-tile, ``FIXPIPE →pv_tile_fifo`` (FIX): one
-   fp32 store of the accumulated tile — after a credit when the credit rule
-   says so, signalling the tile ready.
+1. ``TLOAD V`` (MTE2): the V chunk into an L1 slot — issued before the core
+   waits for P;
+2. at sub-tile 0 the consumer's ``wait()``: the AIC's scalar unit waits for both
+   AIVs' P-FIFO ready flags, and nothing after it is issued until then;
+3. ``TLOAD P`` (MTE2): the P chunk (fp16 ``x_exp``) from the P FIFO into an L1
+   slot; the last sub-tile frees the P tile and, when the credit rule says so,
+   returns a credit (``free()``);
+4. ``TEXTRACT`` (MTE1): P and V panels into L0A/L0B halves;
+5. ``TMATMUL`` (M): accumulate into the tile's L0C accumulator (taken at sub-tile
+   0 and held across the tile's sub-tiles: Init, Acc, Final);
+6. after the tile's last active sub-tile, the producer's ``allocate()`` when the
+   credit rule says so, then ``FIXPIPE →pv_tile_fifo`` (FIX): one fp32 store of
+   the accumulated tile, signalling the tile ready (``record()``).
 
 A sub-tile entirely above the causal diagonal skips load and matmul but still
 does the FIFO handshakes (its P is +0, so the skip does not change a bit).
@@ -19,7 +22,6 @@ does the FIFO handshakes (its P is +0, so the skip does not change a bit).
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import numpy as np
 
@@ -65,22 +67,27 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns)."""
     b, n, aic = k.block, k.shape, k.aic
     p = k.p_fifo.tile(t)
-    waits: tuple[Any, ...] = p.ready if s == 0 else ()  # wait(): both AIVs' rows of P(t) are in GM
-    then: tuple[Effect, ...] = ()
+    free: tuple[Effect, ...] = ()
     if s == n.k_tile_factor - 1:  # free(): the P tile is read; a credit when the credit rule says so
-        then = (p.free, p.credit) if p.notifies else (p.free,)
-    if not b.sub_tile_active(t, s):
-        yield k.instr(aic.MTE2, STAGE, t, s, "handshake", 0.0, waits=waits, then=then)
+        free = (p.free, p.credit) if p.notifies else (p.free,)
+    if not b.sub_tile_active(t, s):  # above the causal diagonal: only the FIFO handshakes
+        if s == 0:
+            yield k.wait(STAGE, p.ready)
+        yield k.instr(aic.MTE2, STAGE, t, s, "handshake", 0.0, then=free)
         return
     cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
     p_l1, v_l1, a, bb = k.l1_p.slot(), k.l1_v.slot(), k.l0a.slot(), k.l0b.slot()
     p_bytes, v_bytes = n.cube_s0 * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
-    load = yield k.instr(
-        aic.MTE2, STAGE, t, s, "TLOAD P,V", k.gm_move(p_bytes + v_bytes, "gm_to_l1"), waits=(*waits, p_l1, v_l1),
-        op=(Move(p.region(cols), p_l1), Move(k.gm_v(b.col0(t, s)), v_l1)) if k.numerics else None,
-        then=then, nbytes=p_bytes + v_bytes)
+    load_v = yield k.instr(
+        aic.MTE2, STAGE, t, s, "TLOAD V", k.gm_move(v_bytes, "gm_to_l1", k.kv_line("v", t, s)), waits=(v_l1,),
+        op=(Move(k.gm_v(b.col0(t, s)), v_l1),) if k.numerics else None, nbytes=v_bytes)
+    if s == 0:
+        yield k.wait(STAGE, p.ready)  # wait(): both AIVs' rows of P(t) are in GM
+    load_p = yield k.instr(
+        aic.MTE2, STAGE, t, s, "TLOAD P", k.gm_move(p_bytes, "gm_to_l1"), waits=(p_l1,),
+        op=(Move(p.region(cols), p_l1),) if k.numerics else None, then=free, nbytes=p_bytes)
     extract = yield k.instr(
-        aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load, a, bb),
+        aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
         op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))
     accumulate = Compute(first_product, (a, bb), (acc,)) if s == 0 else Compute(next_product, (acc, a, bb), (acc,))
     matmul = yield k.instr(
@@ -90,10 +97,12 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     if s != b.last_active_sub(t):
         return
     pv = k.pv_fifo.tile(t)
+    if pv.credits:
+        yield k.wait(STAGE, pv.credits)  # allocate(): a PV slot before the store
     nbytes = n.cube_s0 * n.head * FP32
     op: tuple[Effect, ...] | None = None
     if k.numerics:
         op = (Compute(partial(tile_product, k.data.backend, b, t), (acc,), (pv.region(),)),
               *k.dump("pv_fifo", t, 0, pv.region(), t % k.pv_fifo.depth))
     yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
-                  waits=(matmul, *pv.credits), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)
+                  waits=(matmul,), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

@@ -4,10 +4,12 @@ Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
 
 1. ``TLOAD K`` (MTE2): the K chunk into an L1 slot;
 2. ``TEXTRACT`` (MTE1): Q and K panels from L1 into L0A/L0B halves;
-3. ``TMATMUL`` (M): fp16×fp16 products, fp32 sum over HEAD, into an L0C accumulator;
-4. ``FIXPIPE →qk_tile_fifo`` (FIX): the fp32 accumulator into the sub-tile's columns
-   of the tile's FIFO slot — sub-tile 0 first takes a credit when the credit rule
-   says so (the producer's ``allocate()``), the last one signals the tile ready
+3. ``TMATMUL`` (M): fp16×fp16 products, fp32 sum over HEAD, into the L0C accumulator
+   the AIC program assigned;
+4. at sub-tile 0, when the credit rule says so, the producer's ``allocate()``: the
+   AIC's scalar unit waits for a credit, and nothing after it is issued until then;
+5. ``FIXPIPE →qk_tile_fifo`` (FIX): the fp32 accumulator into the sub-tile's columns
+   of the tile's FIFO slot; the last sub-tile's store signals the tile ready
    (``record()``).
 
 A sub-tile entirely above the causal diagonal skips load and matmul; its FIFO
@@ -23,6 +25,7 @@ import numpy as np
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Const, Location, Move
 from tfa_sim.buffers.pools import Slot
+from tfa_sim.engine.gm import MISS
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
 from tfa_sim.stages.block_kernel import BlockKernel
@@ -39,13 +42,14 @@ def load_q(k: BlockKernel) -> Program:
     q_l1 = k.l1_q.slot()
     nbytes = k.shape.cube_s0 * k.shape.head * FP16
     load = yield k.instr(
-        k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1"), waits=(q_l1,),
+        k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1", MISS), waits=(q_l1,),
         op=(Move(k.gm_q(), q_l1),) if k.numerics else None, nbytes=nbytes)
     return load, q_l1
 
 
-def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot) -> Program:
-    """Sub-tile ``s`` of logical tile ``t`` (``q_load``/``q_l1``: the block's Q, from :func:`load_q`)."""
+def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_index: int) -> Program:
+    """Sub-tile ``s`` of logical tile ``t`` into L0C accumulator ``acc_index`` (``q_load``/``q_l1``: the
+    block's Q, from :func:`load_q`)."""
     b, n, aic = k.block, k.shape, k.aic
     fifo = k.qk_fifo.tile(t)
     last = s == n.k_tile_factor - 1
@@ -56,10 +60,10 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot) -> Pro
     out_bytes = 0
     source: Location = ZERO
     if b.sub_tile_active(t, s):
-        k_l1, a, bb, acc = k.l1_k.slot(), k.l0a.slot(), k.l0b.slot(), k.l0c_qk.slot()
+        k_l1, a, bb, acc = k.l1_k.slot(), k.l0a.slot(), k.l0b.slot(), k.l0c.slot(acc_index)
         k_bytes = n.cube_s1 * n.head * FP16
         load = yield k.instr(
-            aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1"), waits=(k_l1,),
+            aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1", k.kv_line("k", t, s)), waits=(k_l1,),
             op=(Move(k.gm_k(b.col0(t, s)), k_l1),) if k.numerics else None, nbytes=k_bytes)
         extract = yield k.instr(
             aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(n.cube_s0 * n.head * FP16, k_bytes),
@@ -72,8 +76,8 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot) -> Pro
         out_bytes, source = n.cube_s0 * n.cube_s1 * FP32, acc
         store_waits, store_cost = (matmul,), k.gm_move(out_bytes, "l0c_to_gm")
         store_then += (acc.release,)
-    if s == 0:
-        store_waits += fifo.credits  # allocate(): a credit when the credit rule says wait
+    if s == 0 and fifo.credits:
+        yield k.wait(STAGE, fifo.credits)  # allocate(): after the matmul, before the store
     if last:
         store_then += (fifo.push,)  # record(): the whole tile is in GM
     op: tuple[Effect, ...] | None = None

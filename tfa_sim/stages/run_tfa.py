@@ -9,6 +9,17 @@ the loops live here and each stage file holds one call (docs/kernel.md,
 "Orchestration").  Epilogues drain the credits nobody waited for; the AIVs
 signal block end, which the AIC waits for.
 
+The buffers the kernel indexes by its own counters are indexed the same way
+here (docs/kernel.md, "Protocol details that change timing"):
+
+* L0C accumulators: one running index (``assign_running_acc_tile``) — each
+  prologue QK sub-tile takes the next accumulator; in the steady loop the QK
+  accumulator (if a next tile exists) and the PV accumulator are assigned once
+  per iteration; in the tail PV alone takes the next one;
+* each AIV's UB source tile and ``x_exp`` tile: one counter that advances once
+  per ``compute_p`` call and once per ``compute_gu`` call
+  (``p_gu_src_pingpong_id``).
+
 ``qk_preload = 0`` is tfa-sim's no-preload schedule (QK(t), then PV(t)).
 """
 from __future__ import annotations
@@ -42,40 +53,50 @@ def aic_program(k: BlockKernel) -> Program:
     """The AIC's issue stream for one block."""
     tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
     q_load, q_l1 = yield from load_q(k)
+    acc = 0  # the kernel's running accumulator index
     if preload == 0:  # tfa-sim's no-preload schedule: QK(t) then PV(t)
         for t in range(tiles):
             for s in range(kf):
-                yield from compute_qk(k, t, s, q_load, q_l1)
-            acc = k.l0c_pv.slot()
+                yield from compute_qk(k, t, s, q_load, q_l1, acc)
+                acc += 1
+            pv_acc = k.l0c.slot(acc)
+            acc += 1
             for s in range(kf):
-                yield from compute_pv(k, t, s, acc)
-    else:
-        for t in range(min(preload, tiles)):  # prologue
-            for s in range(kf):
-                yield from compute_qk(k, t, s, q_load, q_l1)
-        for t in range(tiles):  # steady loop
-            nxt = t + preload
-            acc = k.l0c_pv.slot()
-            for s in range(kf):
-                if nxt < tiles:
-                    yield from compute_qk(k, nxt, s, q_load, q_l1)
-                yield from compute_pv(k, t, s, acc)
+                yield from compute_pv(k, t, s, pv_acc)
+    for t in range(min(preload, tiles)):  # prologue: a fresh accumulator per QK sub-tile
+        for s in range(kf):
+            yield from compute_qk(k, t, s, q_load, q_l1, acc)
+            acc += 1
+    for t in range(tiles if preload else 0):  # steady loop and tail
+        nxt = t + preload
+        qk_acc = acc
+        acc += nxt < tiles
+        pv_acc = k.l0c.slot(acc)
+        acc += 1
+        for s in range(kf):
+            if nxt < tiles:
+                yield from compute_qk(k, nxt, s, q_load, q_l1, qk_acc)
+            yield from compute_pv(k, t, s, pv_acc)
     yield from aic_epilogue(k, q_l1)
 
 
 def aiv_program(k: BlockKernel, lane: int) -> Program:
     """AIV ``lane``'s issue stream for one block."""
     tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    src = 0  # the kernel's shared source/x_exp ping-pong counter
     for t in range(min(preload, tiles)):  # prologue
         for r in range(kf):
-            yield from compute_p(k, lane, t, r)
+            yield from compute_p(k, lane, t, r, src)
+            src += 1
     store = None
     for t in range(tiles):
         nxt = t + preload  # with preload 0: P(t) right before GU(t)
         if nxt < tiles:
             for r in range(kf):
-                yield from compute_p(k, lane, nxt, r)
-        store = yield from compute_gu(k, lane, t)
+                yield from compute_p(k, lane, nxt, r, src)
+                src += 1
+        store = yield from compute_gu(k, lane, t, src)
+        src += 1
     assert store is not None
     yield from aiv_epilogue(k, lane, store)
 
@@ -83,17 +104,19 @@ def aiv_program(k: BlockKernel, lane: int) -> Program:
 def aic_epilogue(k: BlockKernel, q_l1: Slot) -> Program:
     """Wait for the credits of the QK and PV FIFOs nobody waited for and for both AIVs' block end."""
     tiles = k.block.tiles
-    drain = tuple(fifo.consumed[a] for fifo in (k.qk_fifo, k.pv_fifo) for a in range(LANES)
-                  for _ in range(fifo.undrained_credits(tiles)))
-    yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "drain credits, wait block end", 0.0,
-                  waits=(*drain, *k.block_end), then=(q_l1.release,))
+    drain = [fifo.consumed[a] for fifo in (k.qk_fifo, k.pv_fifo) for a in range(LANES)
+             for _ in range(fifo.undrained_credits(tiles))]
+    yield k.wait(EPILOGUE, [*drain, *k.block_end])
+    yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "block end", 0.0, then=(q_l1.release,))
 
 
 def aiv_epilogue(k: BlockKernel, lane: int, store: Instr) -> Program:
     """After the output store: drain the P FIFO's undrained credits, then signal block end."""
-    drain = (k.p_fifo.consumed[lane],) * k.p_fifo.undrained_credits(k.block.tiles)
-    yield k.instr(k.aiv[lane].MTE3, EPILOGUE, k.block.tiles, 0, "drain credits, signal block end", 0.0,
-                  waits=(store, *drain), then=(k.block_end[lane].set,))
+    drain = [k.p_fifo.consumed[lane]] * k.p_fifo.undrained_credits(k.block.tiles)
+    if drain:
+        yield k.wait(EPILOGUE, drain)
+    yield k.instr(k.aiv[lane].MTE3, EPILOGUE, k.block.tiles, 0, "signal block end", 0.0, waits=(store,),
+                  then=(k.block_end[lane].set,))
 
 
 class TfaKernel:
@@ -114,14 +137,15 @@ class TfaKernel:
         self.blocks: Sequence[Block] = make_blocks(config)
 
     def template_key(self, block: Block) -> Hashable | None:
-        """Timing only: blocks with the same tile count (and, causal, the same first row) issue the same
-        program; with numerics every block moves its own data, so none is replayed."""
+        """Timing only: blocks of one K/V head with the same tile count (and, causal, the same first row)
+        issue the same program and read the same K/V lines; with numerics every block moves its own
+        data, so none is replayed."""
         if self.numerics is not None:
             return None
-        return block.tiles, block.row0 if block.causal else None
+        return block.tiles, block.row0 if block.causal else None, block.batch, block.kv_head
 
     def start(self, env: simpy.Environment, core: Core, block: Block, stats: Stats) -> BlockKernel:
         """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's."""
         k = BlockKernel(env, core, block, self.config, self.shape, self.costs, self.numerics, stats)
-        k.programs = [aic_program(k), *(aiv_program(k, a) for a in range(LANES))]
+        k.programs = [(core.cube, aic_program(k)), *((core.vec[a], aiv_program(k, a)) for a in range(LANES))]
         return k
