@@ -1,32 +1,36 @@
-"""``tfa-sim calibrate``: fit the timing model's free parameters and report the error.
+"""``tfa-sim calibrate``: fit the timing model's free parameters to measured kernel times.
 
-Two fits, each against an independent reference (docs/calibration.md):
+Eight parameters are fitted, each with a physical meaning and bounds (:data:`FITTED`,
+docs/calibration.md); everything else in a preset is a documented figure.  The fit
+minimises the mean absolute percentage error (MAPE) of simulated against measured
+kernel times in three steps, so that it takes well under a minute:
 
-1. stage costs — ``vector.repeat_scale`` is solved so that compute_p costs the
-   library cost model's 2489 cycles per logical tile at the reference shape
-   (HEAD 128, CUBE_S0 128, TILE_S1 256, CUBE_S1 128), then ``move.l0c_to_gm``
-   (the FIX store rate) so that compute_qk, the stage the store dominates,
-   costs its 2487; both are re-solved for every candidate of the second fit,
-   whose GM latency they depend on.  compute_pv (library 1617) and compute_gu
-   (834) are then predictions, reported with their error;
-2. kernel times — ``gm.bandwidth``, ``gm.latency``, ``sync.flag_latency``,
-   ``overhead.block_dispatch`` (shared by all presets) and ``overhead.launch``
-   (one per measured preset: board and driver differ) so that simulated kernel
-   times match the measured points (minimise the mean absolute percentage
-   error, within the physical bounds ``SYSTEM_BOUNDS``).  Presets without measurements take the fitted values of 910b2
-   (910b4 with half its GM bandwidth, docs/timing.md "Hardware figures").
+1. *pipeline* — ``vector.repeat_scale``, ``move.l0c_to_gm``, ``sync.flag_latency``
+   from the points that run one block per core on at most 8 cores (no shared-L2
+   pressure).  Each candidate simulates their per-core work once, without dispatch
+   or stagger; a board's ``block_dispatch`` and ``core_stagger`` then enter exactly
+   linearly (time = raw + dispatch + last core·stagger) and are solved by a linear
+   program (scipy's HiGHS) that minimises the MAPE.  Nelder–Mead searches the
+   three in log space.
+2. *L2* — ``gm.l2_bandwidth`` from all points by Brent's method in log space; the
+   many-block points are simulated wave by wave (one full wave, then the partial
+   last wave: the waves of identical blocks that start together are alike) and the
+   linear parameters solved again for each candidate.
+3. *confirm* — every point simulated in full with the fitted parameters: the
+   reported errors are these, not the surrogates'.
 
-A stage's cost is the cycles its instruction groups occupy pipes per logical
-tile, all its pipes summed (per AIV for the vector stages), in a one-core run
-without contention.  scipy does the searching (brentq for the two stage
-parameters, Nelder–Mead for the kernel-time fit).
+``--leave-one-out`` refits once per point without it and reports its error.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
-from collections import defaultdict
-from dataclasses import dataclass
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +38,47 @@ import numpy as np
 
 from tfa_sim.config import CONFIG_DIR, Config, build_config
 from tfa_sim.errors import InputError
-from tfa_sim.hardware import Hardware, load_hardware
+from tfa_sim.hardware import Hardware, load_hardware, preset_names
 from tfa_sim.simulation import simulate
-from tfa_sim.units import parse_unit
 
 POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
-LIBRARY_STAGE_COSTS = {"compute_qk": 2487, "compute_p": 2489, "compute_pv": 1617, "compute_gu": 834}
-SYSTEM_PARAMS = ("gm.bandwidth", "gm.latency", "sync.flag_latency", "overhead.block_dispatch")
-#: Physical ranges the fit may not leave: chip GM/L2 bandwidth 0.5–20 KB/cycle (HBM alone is ≈ 0.9 KB/cycle at
-#: 1.8 GHz), GM access 20–1000 cycles (L2 hit 50, miss +150), a cross-core flag 10–2000 cycles, and a block
-#: dispatch of at most about a microsecond (the launch overhead, fitted per board, absorbs the rest).
-SYSTEM_BOUNDS = ((500.0, 20000.0), (20.0, 1000.0), (10.0, 2000.0), (1.0, 2000.0))
-STAGE_TILES = 16
+#: Points with more cores than this feel the shared L2; step 1 leaves them to step 2.
+UNCONTENDED_CORES = 8
+#: The fit keeps every point's error within this when it can (then minimises the MAPE).
+MAX_ERROR = 0.2
+
+
+@dataclass(frozen=True)
+class Param:
+    """A fitted parameter: its preset key, whether each measured board has its own, bounds and meaning."""
+
+    key: str
+    per_board: bool
+    low: float
+    high: float
+    meaning: str
+
+
+FITTED = (
+    Param("vector.repeat_scale", False, 0.125, 1.0,
+          "cycles of one 256-byte vector repeat relative to the per-repeat figures of docs/timing.md; 1 is the "
+          "figure itself, 1/8 a repeat per 1/8 of the listed cycles"),
+    Param("move.l0c_to_gm", False, 42.0, 512.0,
+          "FIX (fixpipe) bytes per cycle from L0C to GM; 42 is the library's flat-table figure (70 GiB/s), 512 "
+          "half an L0C fractal row per cycle"),
+    Param("sync.flag_latency", False, 10.0, 2000.0,
+          "cycles from a cross-core set_flag to the waiting core seeing it; about 1 µs at most"),
+    Param("gm.l2_bandwidth", False, 888.9, 6144.0,
+          "bytes per cycle the chip's L2 serves to all cores together; at least the HBM's 1.6 TB/s, at most "
+          "all 24 cores' 256 B/cycle load paths"),
+    Param("overhead.block_dispatch", True, 0.0, 200000.0,
+          "cycles from a core's start (or its previous block's end) to the block's first instruction: scalar "
+          "set-up, flags, the cross-core comm slot; the board's runtime sets it"),
+    Param("overhead.core_stagger", True, 0.0, 20000.0,
+          "cycles between the starts of consecutive cores: the device starts its cores one after another"),
+)
+PIPELINE = ("vector.repeat_scale", "move.l0c_to_gm", "sync.flag_latency")
+LINEAR = ("overhead.block_dispatch", "overhead.core_stagger")
 
 
 @dataclass(frozen=True)
@@ -61,170 +94,344 @@ class Point:
     qk_preload: int
     time_us: float
 
-    def config(self) -> Config:
-        return build_config({"case": {"head": self.head, "s0": self.s0, "s1": self.s1},
+    def config(self, s0: int | None = None) -> Config:
+        return build_config({"case": {"head": self.head, "s0": s0 or self.s0, "s1": self.s1},
                              "tiling": {"cube_s0": self.cube_s0, "cube_s1": self.cube_s1, "tile_s1": self.tile_s1},
                              "schedule": {"qk_preload": self.qk_preload},
                              "hardware": {"preset": self.preset, "cores": self.cores},
                              "numerics": {"enabled": False}})
 
+    @property
+    def blocks(self) -> int:
+        return self.s0 // self.cube_s0
+
+    @property
+    def label(self) -> str:
+        return f"{self.preset} {self.cores} cores S0={self.s0} S1={self.s1}"
+
+    def critical_core(self) -> tuple[int, int]:
+        """(blocks, index) of the core that ends last when all blocks take alike: the last of those with
+        the most blocks.  Its time is raw + blocks·dispatch + index·stagger."""
+        waves = -(-self.blocks // self.cores)
+        return waves, (self.blocks - 1) % self.cores if self.blocks > self.cores else self.blocks - 1
+
 
 def load_points(path: str | Path = POINTS_FILE) -> list[Point]:
+    """The measured points of a CSV with the columns of :class:`Point` (``#`` lines are comments)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"calibration points {path} not found")
-    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    types = {f.name: str(f.type) for f in dataclasses.fields(Point)}
-    convert = {"float": float, "int": int, "str": str}
     try:
-        return [Point(*[convert[kind](row[name]) for name, kind in types.items()]) for row in csv.DictReader(lines)]
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"calibration points {path} cannot be read ({exc}); give a CSV with columns "
+                         f"{','.join(f.name for f in dataclasses.fields(Point))}") from None
+    types = {f.name: str(f.type) for f in dataclasses.fields(Point)}
+    convert: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str}
+    try:
+        points = [Point(*[convert[kind](row[name]) for name, kind in types.items()]) for row in csv.DictReader(lines)]
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"calibration points {path}: bad row ({exc}); columns must be "
-                         f"{','.join(types)}") from None
-
-
-def stage_costs(hw: Hardware) -> dict[str, float]:
-    """Cycles per logical tile of each stage at the reference shape, one core, no contention."""
-    config = build_config({"case": {"s1": 256 * STAGE_TILES}, "numerics": {"enabled": False},
-                           "hardware": {"preset": hw.name}})
-    one_core = hw.with_cores(1)
-    result = simulate(config, one_core, None, log_events=True)
-    total: dict[str, float] = defaultdict(float)
-    assert result.stats.events is not None
-    for e in result.stats.events:
-        total[e.stage] += (e.end - e.start) * (0.5 if parse_unit(e.unit).kind == "vec" else 1.0)
-    return {stage: total[stage] / STAGE_TILES for stage in LIBRARY_STAGE_COSTS}
-
-
-def predict(points: list[Point], presets: dict[str, Hardware]) -> list[float]:
-    """Simulated kernel time (µs) of each point."""
-    out = []
+        raise InputError(f"calibration points {path}: bad row ({exc}); columns must be {','.join(types)}") from None
+    if not points:
+        raise InputError(f"calibration points {path} holds no rows; add measured points under the header")
     for p in points:
-        cfg = p.config()
-        hw = presets[p.preset]
-        out.append(simulate(cfg, hw.with_cores(p.cores), None, log_events=False).time_us)
+        if not (math.isfinite(p.time_us) and p.time_us > 0):
+            raise InputError(f"calibration points {path}: {p.label} has time {p.time_us} µs; times must be > 0")
+        p.config()  # a point the model cannot run is refused here, with the rule it breaks
+    return points
+
+
+def select_points(path: str | None, exclude: Sequence[int] = ()) -> list[Point]:
+    """The points of ``path`` (default: the shipped set) without the 1-based data rows ``exclude``."""
+    points = load_points(path) if path else load_points()
+    bad = [row for row in exclude if not 1 <= row <= len(points)]
+    if bad:
+        raise InputError(f"--exclude {bad[0]}: rows are 1…{len(points)} (the data rows of the points file)")
+    kept = [p for i, p in enumerate(points, start=1) if i not in set(exclude)]
+    if not kept:
+        raise InputError("--exclude leaves no point to fit; exclude fewer rows")
+    return kept
+
+
+@cache
+def base_preset(name: str) -> Hardware:
+    return load_hardware(build_config({"hardware": {"preset": name}}).hardware)
+
+
+# ---- simulation: full, per-core and wave by wave -----------------------------------------------------
+def run_us(config: Config, hw: Hardware) -> float:
+    return simulate(config, hw, None, log_events=False).time_us
+
+
+def full_time(p: Point, hw: Hardware) -> float:
+    """The model's kernel time of point ``p`` on ``hw`` (the presets' dispatch and stagger included)."""
+    return run_us(p.config(), hw.with_cores(p.cores))
+
+
+def raw_time(p: Point, hw: Hardware) -> float:
+    """Without dispatch and stagger; blocks on more than one wave are simulated a wave at a time."""
+    hw = hw.with_values({"overhead.block_dispatch": 0.0, "overhead.core_stagger": 0.0})
+    if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores:  # no shared pressure: one core's block
+        return run_us(p.config(s0=p.cube_s0), hw.with_cores(1))
+    full, rest = divmod(p.blocks, p.cores)
+    total = full * run_us(p.config(s0=p.cores * p.cube_s0), hw.with_cores(p.cores)) if full else 0.0
+    return total + (run_us(p.config(s0=rest * p.cube_s0), hw.with_cores(p.cores)) if rest else 0.0)
+
+
+# ---- the linear parameters --------------------------------------------------------------------------
+def solve_linear(points: Sequence[Point], raw: np.ndarray) -> tuple[dict[str, dict[str, float]], np.ndarray]:
+    """Each board's block_dispatch and core_stagger minimising the MAPE of raw + blocks·dispatch +
+    index·stagger (a linear program); returns them (µs converted to cycles) and the predictions (µs)."""
+    from scipy.optimize import linprog
+
+    boards = sorted({p.preset for p in points})
+    n, m = len(points), 2 * len(boards)
+    y = np.array([p.time_us for p in points])
+    a = np.zeros((n, m))
+    for i, p in enumerate(points):
+        b = boards.index(p.preset)
+        a[i, 2 * b: 2 * b + 2] = p.critical_core()
+    # variables: [x (dispatch, stagger per board, µs) | e (absolute error per point)]; minimise Σ e_i / y_i
+    cost = np.concatenate([np.zeros(m), 1 / y])
+    upper = np.block([[a, -np.eye(n)], [-a, -np.eye(n)]])
+    rhs = np.concatenate([y - raw, raw - y])
+    clocks = {b: base_preset(b).clock_mhz for b in boards}
+    bounds = [(par.low / clocks[b], par.high / clocks[b]) for b in boards for par in _linear_params()]
+    res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, MAX_ERROR * yi) for yi in y], method="highs")
+    if res.status != 0:  # no solution keeps every error within MAX_ERROR: minimise the MAPE alone
+        res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, None)] * n, method="highs")
+    x = res.x[:m]
+    values = {b: {key: float(x[2 * i + j] * clocks[b]) for j, key in enumerate(LINEAR)} for i, b in enumerate(boards)}
+    return values, raw + a @ x
+
+
+def _linear_params() -> list[Param]:
+    return [next(p for p in FITTED if p.key == key) for key in LINEAR]
+
+
+# ---- the fit ------------------------------------------------------------------------------------------
+@dataclass
+class Fit:
+    """A fitted parameter set and how it does on its points."""
+
+    shared: dict[str, float]
+    boards: dict[str, dict[str, float]]
+    points: list[Point]
+    predicted: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    seconds: float = 0.0
+
+    def preset(self, board: str) -> Hardware:
+        return base_preset(board).with_values({**self.shared, **self.boards[board]})
+
+    @property
+    def errors(self) -> np.ndarray:
+        return self.predicted / np.array([p.time_us for p in self.points]) - 1
+
+    @property
+    def mape(self) -> float:
+        return float(np.mean(np.abs(self.errors)))
+
+
+def _mape(pred: np.ndarray, points: Sequence[Point]) -> float:
+    return float(np.mean(np.abs(pred / np.array([p.time_us for p in points]) - 1)))
+
+
+def _pipeline_step(points: list[Point], shared: dict[str, float]) -> dict[str, float]:
+    """Step 1: the pipeline parameters from the uncontended one-wave points."""
+    from scipy.optimize import minimize
+
+    quiet = [p for p in points if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores]
+    if not quiet:
+        return shared
+    params = [next(p for p in FITTED if p.key == key) for key in PIPELINE]
+    bounds = [(math.log(p.low), math.log(p.high)) for p in params]
+
+    def objective(x: np.ndarray) -> float:
+        values = {**shared, **{p.key: float(math.exp(np.clip(v, *b))) for p, v, b in zip(params, x, bounds)}}
+        raw = np.array([raw_time(p, base_preset(p.preset).with_values(values)) for p in quiet])
+        return _mape(solve_linear(quiet, raw)[1], quiet)
+
+    x0 = np.clip([math.log(shared[k]) for k in PIPELINE], *np.array(bounds).T)
+    res = minimize(objective, x0, method="Nelder-Mead", bounds=bounds,
+                   options={"xatol": 0.01, "fatol": 2e-4, "maxiter": 120})
+    return {**shared, **{p.key: float(math.exp(v)) for p, v in zip(params, res.x)}}
+
+
+def _l2_step(points: list[Point], shared: dict[str, float], offsets: np.ndarray | None = None,
+             span: float | None = None) -> tuple[dict[str, float], np.ndarray]:
+    """Step 2: the L2 bandwidth from all points, the linear parameters solved for each candidate.
+
+    ``offsets`` correct the surrogate raw times (what the full model showed they miss); ``span`` narrows the
+    search to ±span (relative) around the current value.
+    """
+    from scipy.optimize import minimize_scalar
+
+    l2 = next(p for p in FITTED if p.key == "gm.l2_bandwidth")
+    low, high = math.log(l2.low), math.log(l2.high)
+    if span is not None:
+        here = math.log(shared[l2.key])
+        low, high = max(low, here - span), min(high, here + span)
+    shift = np.zeros(len(points)) if offsets is None else offsets
+    quiet = {i for i, p in enumerate(points) if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores}
+    fixed = {i: raw_time(p, base_preset(p.preset).with_values(shared)) for i, p in enumerate(points) if i in quiet}
+
+    def raw_for(log_bw: float) -> np.ndarray:
+        values = {**shared, l2.key: math.exp(log_bw)}
+        return shift + np.array([fixed[i] if i in quiet else raw_time(p, base_preset(p.preset).with_values(values))
+                                 for i, p in enumerate(points)])
+
+    if len(quiet) == len(points):
+        return shared, raw_for(math.log(shared[l2.key]))
+    res = minimize_scalar(lambda v: _mape(solve_linear(points, raw_for(v))[1], points),
+                          bounds=(low, high), method="bounded", options={"xatol": 0.005})
+    best = {**shared, l2.key: float(math.exp(res.x))}
+    return best, raw_for(res.x)
+
+
+def fit(points: list[Point], start: dict[str, float] | None = None) -> Fit:
+    """Fit :data:`FITTED` to ``points`` (steps in the module docstring); predictions from the full model."""
+    began = time.perf_counter()
+    first = base_preset(points[0].preset)
+    shared = start or {p.key: float(first.value(p.key)) for p in FITTED if not p.per_board}
+    shared = _pipeline_step(points, shared)
+    shared, raw = _l2_step(points, shared)
+    boards, approx = solve_linear(points, raw)
+    result = Fit(shared, boards, points)
+    result.predicted = np.array([full_time(p, result.preset(p.preset)) for p in points])
+    # one correction: what the surrogates missed, as a shift of each point's raw time; search L2 again nearby
+    shared, raw = _l2_step(points, shared, offsets=result.predicted - approx, span=0.1)
+    result = Fit(shared, solve_linear(points, raw)[0], points)
+    result.predicted = np.array([full_time(p, result.preset(p.preset)) for p in points])
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _fold(args: tuple[list[Point], int, dict[str, float]]) -> tuple[float, float]:
+    """One leave-one-out fold: (predicted µs of the point left out, fit seconds)."""
+    points, i, start = args
+    rest = points[:i] + points[i + 1:]
+    if points[i].preset not in {p.preset for p in rest}:
+        raise InputError(f"leave-one-out: {points[i].label} is the only point of its board; its board parameters "
+                         f"cannot be fitted without it")
+    f = fit(rest, start)
+    return full_time(points[i], f.preset(points[i].preset)), f.seconds
+
+
+def leave_one_out(points: list[Point], start: dict[str, float] | None = None, jobs: int = 2) -> np.ndarray:
+    """The out-of-sample prediction (µs) of every point, each from a fit to all the others."""
+    tasks = [(points, i, start or {}) for i in range(len(points))]
+    if jobs <= 1:
+        return np.array([_fold(t)[0] for t in tasks])
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return np.array([r[0] for r in pool.map(_fold, tasks)])
+
+
+# ---- the report ---------------------------------------------------------------------------------------
+def sensitivity(f: Fit) -> dict[str, tuple[float, float]]:
+    """MAPE change when each fitted value is moved −10 % and +10 % (one at a time, full model)."""
+    base = f.mape
+    out: dict[str, tuple[float, float]] = {}
+    for par in FITTED:
+        changes = []
+        for factor in (0.9, 1.1):
+            shared = dict(f.shared)
+            boards = {b: dict(v) for b, v in f.boards.items()}
+            if par.per_board:
+                for values in boards.values():
+                    values[par.key] *= factor
+            else:
+                shared[par.key] *= factor
+            moved = Fit(shared, boards, f.points)
+            pred = np.array([full_time(p, moved.preset(p.preset)) for p in f.points])
+            changes.append(_mape(pred, f.points) - base)
+        out[par.key] = (changes[0], changes[1])
     return out
 
 
-def _fit_launch(measured: np.ndarray, predicted_us: np.ndarray, clock_mhz: float) -> float:
-    """The launch overhead (cycles ≥ 0) minimising the absolute percentage error of a preset's points."""
-    from scipy.optimize import minimize_scalar
-
-    res = minimize_scalar(lambda d: np.mean(np.abs(predicted_us + d - measured) / measured),
-                          bounds=(0.0, float(measured.max())), method="bounded")
-    return max(0.0, res.x) * clock_mhz
-
-
-def fit(points: list[Point], progress: Any = None) -> dict[str, Any]:
-    """Run both fits; returns fitted presets, the table and the error figures."""
-    from scipy.optimize import brentq, minimize
-
-    names = sorted({p.preset for p in points})
-    base = {n: load_hardware(build_config({"hardware": {"preset": n}}).hardware) for n in names}
-    ref = base[names[0]]
-
-    def solve(stage: str, param: str, values: dict, lo: float, hi: float) -> float:
-        """The value of ``param`` at which ``stage`` costs what the library model says."""
-        def gap(x: float) -> float:
-            return stage_costs(ref.with_values({**values, param: float(x)}))[stage] - LIBRARY_STAGE_COSTS[stage]
-        return brentq(gap, lo, hi, xtol=1e-3)
-
-    def stage_fit(system_values: dict[str, float]) -> dict[str, float]:
-        """repeat_scale from compute_p, then l0c_to_gm from compute_qk, given the system parameters."""
-        values = dict(system_values)
-        values["vector.repeat_scale"] = solve("compute_p", "vector.repeat_scale", values, 0.01, 4.0)
-        values["move.l0c_to_gm"] = solve("compute_qk", "move.l0c_to_gm", values, 16.0, 8192.0)
-        return values
-
-    measured = np.array([p.time_us for p in points])
-
-    def system(x: np.ndarray) -> tuple[float, dict[str, Hardware], np.ndarray]:
-        values = stage_fit({k: float(v) for k, v in zip(SYSTEM_PARAMS, np.exp(x))})
-        zero_launch = {n: base[n].with_values({**values, "overhead.launch": 0.0}) for n in names}
-        raw = np.array(predict(points, zero_launch))
-        presets, pred = {}, raw.copy()
-        for n in names:
-            idx = np.array([p.preset == n for p in points])
-            launch = _fit_launch(measured[idx], raw[idx], zero_launch[n].clock_mhz)
-            presets[n] = zero_launch[n].with_values({"overhead.launch": launch})
-            pred[idx] = raw[idx] + launch / zero_launch[n].clock_mhz
-        mape = float(np.mean(np.abs(pred - measured) / measured))
-        if progress:
-            progress(mape)
-        return mape, presets, pred
-
-    x1 = np.log([ref.value(k) for k in SYSTEM_PARAMS])
-    bounds = [(np.log(lo), np.log(hi)) for lo, hi in SYSTEM_BOUNDS]
-    sys_fit = minimize(lambda x: system(x)[0], np.clip(x1, *np.array(bounds).T), method="Nelder-Mead",
-                       bounds=bounds, options={"xatol": 1e-2, "fatol": 1e-4, "maxiter": 60})
-    mape, presets, pred = system(sys_fit.x)
-    err = (pred - measured) / measured
-    return {
-        "presets": presets,
-        "stage_costs": stage_costs(presets[names[0]]),
-        "table": [{**dataclasses.asdict(p), "predicted_us": round(float(q), 3), "error": round(float(e), 4)}
-                  for p, q, e in zip(points, pred, err)],
-        "mape": mape,
-        "max_abs_error": float(np.max(np.abs(err))),
-    }
+def parameter_rows(f: Fit, sens: dict[str, tuple[float, float]] | None) -> list[dict[str, Any]]:
+    """One row per fitted value: board (or all), value, bounds, whether it sits at a bound, ±10 % effect."""
+    rows = []
+    for par in FITTED:
+        where = list(f.boards) if par.per_board else ["all"]
+        for board in where:
+            value = f.boards[board][par.key] if par.per_board else f.shared[par.key]
+            at = "low" if value <= par.low * 1.001 else "high" if value >= par.high * 0.999 else ""
+            rows.append({"param": par.key, "board": board, "value": value, "low": par.low, "high": par.high,
+                         "at_bound": at, "mape_minus10": sens[par.key][0] if sens else None,
+                         "mape_plus10": sens[par.key][1] if sens else None, "meaning": par.meaning})
+    return rows
 
 
-FITTED = ["vector.repeat_scale", "move.l0c_to_gm", "gm.bandwidth", "gm.latency", "sync.flag_latency",
-          "overhead.launch", "overhead.block_dispatch"]
+def calibration_record(f: Fit, loo: np.ndarray | None, sens: dict[str, tuple[float, float]] | None
+                       ) -> dict[str, Any]:
+    """What calibration.json holds: the points with their errors, the parameters, the summary figures."""
+    table = [{**dataclasses.asdict(p), "predicted_us": float(q), "error": float(e),
+              **({"left_out_us": float(loo[i]), "left_out_error": float(loo[i] / p.time_us - 1)}
+                 if loo is not None else {})}
+             for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors))]
+    record: dict[str, Any] = {"points": table, "parameters": parameter_rows(f, sens), "mape": f.mape,
+                              "max_abs_error": float(np.max(np.abs(f.errors))), "fit_seconds": f.seconds}
+    if loo is not None:
+        err = loo / np.array([p.time_us for p in f.points]) - 1
+        record.update(loo_mape=float(np.mean(np.abs(err))), loo_max_abs_error=float(np.max(np.abs(err))))
+    return record
 
 
+def format_report(f: Fit, loo: np.ndarray | None = None, sens: dict[str, tuple[float, float]] | None = None) -> str:
+    lines = [f"fit: {len(f.points)} points, {sum(len(r) for r in f.boards.values()) + len(f.shared)} fitted values, "
+             f"{f.seconds:.0f} s", "in-sample (full model):",
+             "  preset cores    s0     s1  measured µs  predicted µs   error" + ("   left out  error" if loo is not None
+                                                                               else "")]
+    for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors)):
+        row = f"  {p.preset:6s} {p.cores:5d} {p.s0:5d} {p.s1:6d} {p.time_us:12.3f} {q:13.3f} {e:+7.1%}"
+        if loo is not None:
+            row += f" {loo[i]:10.3f} {loo[i] / p.time_us - 1:+6.1%}"
+        lines.append(row)
+    lines.append(f"in-sample MAPE {f.mape:.1%}, max |error| {np.max(np.abs(f.errors)):.1%}")
+    if loo is not None:
+        err = loo / np.array([p.time_us for p in f.points]) - 1
+        lines.append(f"leave-one-out MAPE {np.mean(np.abs(err)):.1%}, max |error| {np.max(np.abs(err)):.1%}")
+    lines.append("parameters (value, bounds, at a bound, MAPE change at −10 % / +10 %):")
+    for r in parameter_rows(f, sens):
+        effect = (f"{r['mape_minus10']:+.2%} / {r['mape_plus10']:+.2%}" if r["mape_minus10"] is not None else "")
+        lines.append(f"  {r['param']:24s} {r['board']:6s} {r['value']:11.4g}  [{r['low']:g}, {r['high']:g}]"
+                     f" {r['at_bound'] or '-':4s} {effect}")
+    return "\n".join(lines)
+
+
+# ---- presets ------------------------------------------------------------------------------------------
 def _rewrite_preset(hw: Hardware, path: Path, note: str) -> None:
     """Write ``hw``'s fitted values into its preset TOML text, keeping every comment and other number."""
+    keys = {p.key for p in FITTED}
     section = None
     out = []
-    for line in Path(hw.source).read_text().splitlines():
+    for line in Path(hw.source).read_text(encoding="utf-8").splitlines():
         stripped = line.strip()
         if stripped.startswith("[") and "]" in stripped:
             section = stripped[1:stripped.index("]")]
         key = stripped.split("=", 1)[0].strip() if "=" in stripped else None
-        if key and f"{section}.{key}" in FITTED:
+        if key and f"{section}.{key}" in keys:
             comment = line[line.index("#"):] if "#" in line else ""
             line = f"{key} = {hw.value(f'{section}.{key}'):.6g}".ljust(22) + " " + comment
         out.append(line)
     out = [ln for ln in out if not ln.startswith("# Calibrated")]
     out.insert(2, f"# Calibrated: {note}")
-    path.write_text("\n".join(out) + "\n")
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-def write_presets(result: dict[str, Any], directory: Path | None) -> list[Path]:
+def write_presets(f: Fit, directory: Path | None, note: str) -> list[Path]:
     """Fitted presets for every shipped chip into ``directory`` (None: the shipped configs/hw).
 
-    Presets without measured points take 910b2's fitted values; 910b4 gets half
-    of its GM bandwidth (docs/timing.md, "Hardware figures").
+    Boards without measured points take 910b2's values (or the first fitted board's); 910b4 halves the L2
+    bandwidth, as its HBM (docs/timing.md, "Hardware figures").
     """
-    from tfa_sim.hardware import preset_names
-
-    fitted = result["presets"]
-    donor = fitted.get("910b2") or next(iter(fitted.values()))
-    note = f"tfa-sim calibrate, MAPE {result['mape']:.1%}, max |error| {result['max_abs_error']:.1%}"
+    donor = "910b2" if "910b2" in f.boards else next(iter(f.boards))
     written = []
     for name in preset_names():
-        hw = load_hardware(build_config({"hardware": {"preset": name}}).hardware)
-        source = fitted.get(name, donor)
-        values = {key: source.value(key) for key in FITTED}
-        if name == "910b4" and name not in fitted:
-            values["gm.bandwidth"] /= 2
-        hw = hw.with_values(values)
+        board = name if name in f.boards else donor
+        values = {**f.shared, **f.boards[board]}
+        if name == "910b4" and name not in f.boards:
+            values["gm.l2_bandwidth"] /= 2
         path = (directory or CONFIG_DIR / "hw") / f"{name}.toml"
-        _rewrite_preset(hw, path, note + ("" if name in fitted else f" (no measured points: values of {donor.name})"))
+        _rewrite_preset(base_preset(name).with_values(values), path,
+                        note + ("" if name in f.boards else f" (no measured points: values of {donor})"))
         written.append(path)
     return written
-
-
-def format_report(result: dict[str, Any]) -> str:
-    lines = ["stage costs at the reference shape (cycles per logical tile) vs the library cost model:"]
-    for stage, lib in LIBRARY_STAGE_COSTS.items():
-        got = result["stage_costs"][stage]
-        lines.append(f"  {stage:11s} {got:8.0f}  library {lib:5d}  error {got / lib - 1:+.1%}")
-    lines.append("measured vs predicted kernel times:")
-    lines.append("  preset cores    s0     s1  measured µs  predicted µs   error")
-    for row in result["table"]:
-        lines.append(f"  {row['preset']:6s} {row['cores']:5d} {row['s0']:5d} {row['s1']:6d} {row['time_us']:12.3f} "
-                     f"{row['predicted_us']:13.3f} {row['error']:+7.1%}")
-    lines.append(f"MAPE {result['mape']:.1%}, max |error| {result['max_abs_error']:.1%}")
-    return "\n".join(lines)

@@ -63,20 +63,34 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tfa_sim.calibrate import fit, format_report, load_points, write_presets
+    from tfa_sim.calibrate import (
+        calibration_record,
+        fit,
+        format_report,
+        leave_one_out,
+        select_points,
+        sensitivity,
+        write_presets,
+    )
     from tfa_sim.outputs import new_run_dir, write_json
 
-    points = load_points(args.points) if args.points else load_points()
-    print(f"tfa-sim calibrate: fitting to {len(points)} measured points (a few minutes)…", flush=True)
+    points = select_points(args.points, args.exclude)
+    print(f"tfa-sim calibrate: fitting to {len(points)} measured points…", flush=True)
     result = fit(points)
+    sens = sensitivity(result)
+    loo = None
+    if args.leave_one_out:
+        print(f"tfa-sim calibrate: leave-one-out, {len(points)} refits on {args.jobs} processes…", flush=True)
+        loo = leave_one_out(points, jobs=args.jobs)
     out = Path(args.out) if args.out else new_run_dir("calibration")
     (out / "hw").mkdir(parents=True, exist_ok=True)
-    report = format_report(result)
-    (out / "report.txt").write_text(report + "\n")
-    write_json(out / "calibration.json", {k: v for k, v in result.items() if k != "presets"})
-    written = write_presets(result, out / "hw")
+    report = format_report(result, loo, sens)
+    (out / "report.txt").write_text(report + "\n", encoding="utf-8")
+    write_json(out / "calibration.json", calibration_record(result, loo, sens))
+    note = f"tfa-sim calibrate, {len(points)} points, in-sample MAPE {result.mape:.1%}"
+    written = write_presets(result, out / "hw", note)
     if args.write_presets:
-        written += write_presets(result, None)
+        written += write_presets(result, None, note)
     print(report)
     print(f"wrote {out}/report.txt, calibration.json and fitted presets: {', '.join(str(p) for p in written)}")
     return 0
@@ -222,6 +236,11 @@ def _explore_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured kernel times")
     p.add_argument("--points", help="CSV of measured points (default: the shipped set, docs/calibration.md)")
+    p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
+                   help="leave out data row ROW (1 = the first point; repeatable)")
+    p.add_argument("--leave-one-out", action="store_true",
+                   help="also refit once per point without it and report each point's out-of-sample error")
+    p.add_argument("--jobs", type=int, default=2, help="processes for --leave-one-out (default 2)")
     p.add_argument("--out", help="directory for report and fitted presets (default: runs/calibration-<time>)")
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")

@@ -18,12 +18,11 @@ Misuse raises :class:`HazardError` naming the buffer, slot and cycle.
 from __future__ import annotations
 
 from collections import deque
-from functools import partial
 from typing import Any
 
 import simpy
 
-from tfa_sim.engine.simpy_adapter import now
+from tfa_sim.engine.simpy_adapter import call_at, now
 from tfa_sim.errors import ScheduleError
 
 #: Hardware cross-core flags count to 15 (a 4-bit counter).
@@ -34,15 +33,17 @@ class HazardError(ScheduleError):
     """A buffer or flag used in a way the hardware would corrupt data."""
 
 
-class Granted:
-    """A request granted on the spot: already triggered, never scheduled (saves an event)."""
+class Pending:
+    """A request waiting for the rule: once granted, ``triggered`` is set and ``callback(self)`` is called at
+    once, in the same cycle (the waiter is a pipe or an issue stream that goes on from there)."""
 
-    __slots__ = ("value", "pred")
-    triggered = True
+    __slots__ = ("tag", "callback", "value", "pred", "triggered")
 
-    def __init__(self, value: Any, pred: Any = None) -> None:
-        self.value = value
-        self.pred = pred  # the instruction whose release or signal made the grant possible
+    def __init__(self, tag: Any) -> None:
+        self.tag = tag
+        self.callback: Any = None
+        self.value = self.pred = None
+        self.triggered = False
 
 
 class Pool:
@@ -59,24 +60,29 @@ class Pool:
         self.env = env
         self.name = name
         self.short_name = name.split(".", 1)[1] if name.startswith("core") and "." in name else name  # no "coreN."
-        self.waiters: deque[simpy.Event] = deque()
+        self.waiters: deque[Pending] = deque()
         self.owner_pipe = owner_pipe
         self.samples: list[tuple[float, int]] | None = None  # (cycle, slots in use) when the trace wants them
 
-    def request(self, tag: Any = None) -> simpy.Event | Granted:
-        """Triggers once the rule allows; ``value`` is the grant, ``pred`` the instruction that enabled it."""
-        if not self.waiters and self._can_grant(tag):
-            return Granted(*self._grant(tag))
-        ev = self.env.event()
-        ev.tag = tag  # type: ignore[attr-defined]
-        self.waiters.append(ev)
-        return ev
+    def request(self, tag: Any = None) -> Any:
+        """What was asked for, granted now — the handle or flag itself, with ``triggered`` true, ``value``
+        the grant and ``pred`` the instruction that enabled it — or a :class:`Pending` that triggers once
+        the rule allows."""
+        raise NotImplementedError
+
+    def _queue(self, tag: Any) -> Pending:
+        pending = Pending(tag)
+        self.waiters.append(pending)
+        return pending
 
     def _wake(self) -> None:
-        while self.waiters and self._can_grant(self.waiters[0].tag):  # type: ignore[attr-defined]
-            ev = self.waiters.popleft()
-            value, ev.pred = self._grant(ev.tag)  # type: ignore[attr-defined]
-            ev.succeed(value)
+        waiters = self.waiters
+        while waiters and self._can_grant(waiters[0].tag):
+            pending = waiters.popleft()
+            pending.value, pending.pred = self._grant(pending.tag)
+            pending.triggered = True
+            if pending.callback is not None:
+                pending.callback(pending)
 
     def _can_grant(self, tag: Any) -> bool:
         raise NotImplementedError
@@ -96,18 +102,24 @@ class Slot:
     next request have it.
     """
 
-    __slots__ = ("pool", "want", "index", "owner")
+    __slots__ = ("pool", "want", "index", "owner", "pred")
     cause = "slot"
+    triggered = True  # as a granted request (see Pool.request)
 
     def __init__(self, pool: PingPong, want: int | None = None) -> None:
         self.pool = pool
         self.want = want
         self.index = -1
         self.owner: Any = None  # the instruction that requested the slot
+        self.pred: Any = None  # the instruction whose release let this handle have its slot
 
-    def request(self, by: Any) -> simpy.Event | Granted:
+    def request(self, by: Any) -> Any:
         self.owner = by
         return self.pool.request(self)
+
+    @property
+    def value(self) -> int:
+        return self.index
 
     @property
     def short_name(self) -> str:
@@ -139,6 +151,15 @@ class PingPong(Pool):
     def slot(self, index: int | None = None) -> Slot:
         """A handle for slot ``index`` (None: the next in turn); an instruction that waits on it takes it."""
         return Slot(self, None if index is None else index % self.count)
+
+    def request(self, tag: Any = None) -> Any:
+        """The slot handle ``tag`` gets its slot now (returned, granted) or queues (a Pending)."""
+        if not self.waiters:
+            want = tag.want
+            if self.holder[self.next if want is None else want] is None:
+                tag.index, tag.pred = self._grant(tag)
+                return tag
+        return self._queue(tag)
 
     def _can_grant(self, tag: Any) -> bool:
         want = tag.want
@@ -193,14 +214,30 @@ class Flag(Pool):
     (a consumed flag, the FIFO's back-pressure).
     """
 
+    triggered = True  # as a granted request (see Pool.request)
+    value = None
+
     def __init__(self, env: simpy.Environment, name: str, latency: float = 0.0, cause: str = "data",
                  owner_pipe: Any = None) -> None:
         super().__init__(env, name, owner_pipe)
         self.latency = latency
         self.cause = cause
-        self.count = 0
-        self.in_flight = 0  # sets still within their latency
-        self.setters: deque[Any] = deque()  # who set each pending count, oldest first
+        self.count = 0  # sets arrived and not yet waited for
+        self.setters: deque[Any] = deque()  # who set each arrived count, oldest first
+        self.in_flight: deque[tuple[float, Any]] = deque()  # (arrival cycle, setter) of sets still on their way
+        self.pred: Any = None  # the setter of the count the last grant took
+        self._alarm = -1.0  # the cycle of the arrival an event is scheduled for (-1: none)
+
+    def request(self, tag: Any = None) -> Any:
+        """One count now (the flag itself is returned, granted) or a Pending for the next arrival."""
+        if self.in_flight:
+            self._settle()
+        if not self.waiters and self.count:
+            self.pred = self._grant(tag)[1]
+            return self
+        pending = self._queue(tag)
+        self._arm()
+        return pending
 
     def _can_grant(self, tag: Any) -> bool:
         return self.count > 0
@@ -210,26 +247,45 @@ class Flag(Pool):
         return None, self.setters.popleft()
 
     def set(self, by: Any = None) -> None:
-        """``by`` (an instruction) signals the flag; a waiter sees it ``latency`` cycles later."""
-        if self.latency:
-            self.in_flight += 1
-            self.env.timeout(self.latency).callbacks.append(partial(self._land, by))
-        else:
-            self._arrive(by)
+        """``by`` (an instruction) signals the flag; a waiter sees it ``latency`` cycles later.
 
-    def _land(self, by: Any, _event: Any) -> None:
-        self.in_flight -= 1
-        self._arrive(by)
+        A set on its way costs no event unless somebody waits for it (or the counter would overflow).
+        """
+        if not self.latency:
+            self._arrive(by)
+            return
+        self.in_flight.append((now(self.env) + self.latency, by))
+        if self.waiters or self.count + len(self.in_flight) > FLAG_MAX:
+            self._arm()
+
+    def _arm(self) -> None:
+        """Schedule an event at the earliest arrival still on its way, unless one is scheduled for it."""
+        if self.in_flight and self._alarm != self.in_flight[0][0]:
+            self._alarm = self.in_flight[0][0]
+            call_at(self.env, self._alarm - now(self.env), self._on_arrival)
+
+    def _on_arrival(self, _event: Any) -> None:
+        self._alarm = -1.0
+        self._settle()
+        self._arm()
+
+    def _settle(self) -> None:
+        """Count the sets whose arrival cycle has come, and wake waiters."""
+        t, in_flight = now(self.env), self.in_flight
+        while in_flight and in_flight[0][0] <= t:
+            self._arrive(in_flight.popleft()[1])
 
     @property
     def pending(self) -> int:
-        """Sets not yet waited for, including those still in flight."""
-        return self.count + self.in_flight
+        """Sets not yet waited for, including those still on their way."""
+        return self.count + len(self.in_flight)
 
     def reset(self) -> None:
         """Back to zero, for another block."""
         self.count = 0
         self.setters.clear()
+        self.in_flight.clear()
+        self._alarm = -1.0
 
     def _arrive(self, by: Any) -> None:
         self.count += 1
@@ -237,4 +293,5 @@ class Flag(Pool):
         if self.count > FLAG_MAX:
             raise HazardError(f"flag {self.name} set {self.count} times without a wait (counter max "
                               f"{FLAG_MAX}) at cycle {self.env.now:.0f}")
-        self._wake()
+        if self.waiters:
+            self._wake()

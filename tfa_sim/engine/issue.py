@@ -121,7 +121,7 @@ class IssueStream:
             flag = flags[wait.index]
             ev = flag.request(wait)
             if not ev.triggered:
-                ev.callbacks.append(self._resume)  # type: ignore[union-attr]
+                ev.callback = self._resume  # type: ignore[union-attr]
                 self.blocked = wait
                 wait.blocker = flag
                 return False

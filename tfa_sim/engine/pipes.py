@@ -18,11 +18,9 @@ from typing import Any, NamedTuple
 
 import simpy
 
-from tfa_sim.buffers.pools import Granted, Pool, Slot
+from tfa_sim.buffers.pools import Pool, Slot
 from tfa_sim.engine.simpy_adapter import call_at, now
 from tfa_sim.units import parse_unit
-
-FINISHED = Granted(None)
 
 #: Why a pipe waited before an instruction could start (stall breakdown keys).
 CAUSES = ("data", "slot", "credit", "gm")
@@ -106,10 +104,10 @@ class Instr:
         return f"{self.kind} [{self.stage} t{self.tile} #{self.sub}]"
 
     @property
-    def done(self) -> simpy.Event | Granted:
-        """Triggers when the instruction has completed (created only if somebody has to wait)."""
-        if self.finished:
-            return FINISHED
+    def done(self) -> simpy.Event:
+        """Triggers when the instruction completes (created only if somebody has to wait; not for one that
+        has completed already)."""
+        assert not self.finished, "wait for an instruction only while it has not completed"
         if self._done is None:
             self._done = self.pipe.env.event()
         return self._done
@@ -215,15 +213,43 @@ class Pipe:
         return ins
 
     def _advance(self, _event: Any = None) -> None:
-        """Start head instructions while their waits allow (zero-cost ones complete at once)."""
+        """Start head instructions while their waits allow (zero-cost ones complete at once).
+
+        The head's waits are walked in order from the one it last blocked on; the pipe registers on
+        the first that has not triggered and returns.  A wait on another instruction is a direct
+        hand-off (the finishing pipe calls back at the same cycle); slots and flags call back through
+        their Pending.
+        """
         if self._running is not None or self._advancing:
             return
         self._advancing = True
-        queue, env = self.queue, self.env
+        queue, env, log = self.queue, self.env, self.log
         while queue:
             ins = queue[0]
-            if not self._waits_met(ins):
-                return
+            waits = ins.waits
+            if waits:
+                index = self._wait_index
+                if self._pending is not None:
+                    if not self._resumed(ins, waits[index]):
+                        return
+                    index += 1
+                for at in range(index, len(waits)):
+                    source = waits[at]
+                    if source.__class__ is Instr:
+                        if not source.finished:
+                            self._block_on_instr(ins, source, at)
+                            return
+                        if log:
+                            self._record_dep(ins, source, None)
+                        continue
+                    grant = source.request(ins)
+                    if not grant.triggered:
+                        grant.callback = self._advance
+                        self._block(ins, source, grant, at)
+                        return
+                    if log:
+                        self._record_dep(ins, source, grant)
+                self._wait_index = 0
             queue.popleft()
             start = ins.start = now(env)
             if ins.stream_wait is not None:
@@ -242,47 +268,26 @@ class Pipe:
             self._finish(ins, 0)
         self._advancing = False
 
-    def _waits_met(self, ins: Instr) -> bool:
-        """Walk the head instruction's waits from the one it last blocked on; False (and registered on
-        the first untriggered wait) if one has not triggered.
-
-        A wait on another instruction is a direct hand-off (the finishing pipe calls
-        back at the same cycle); slots and flags are SimPy events.
-        """
-        waits = ins.waits
-        index = self._wait_index
-        while index < len(waits):
-            source = waits[index]
-            pending = self._pending
-            ev: Any = None
-            if pending is None:
-                if source.__class__ is Instr:
-                    if not source.finished:
-                        if source.waiters is None:
-                            source.waiters = [self]
-                        else:
-                            source.waiters.append(self)
-                        self._block(ins, source, source, index)
-                        return False
-                else:
-                    ev = source.request(ins)
-                    if not ev.triggered:
-                        ev.callbacks.append(self._advance)
-                        self._block(ins, source, ev, index)
-                        return False
-            else:
-                if not (pending.finished if pending.__class__ is Instr else pending.triggered):
-                    self._advancing = False  # woken by another wait's callback: keep waiting
-                    return False
-                cause, what = ("data", source.pipe.as_source) if source.__class__ is Instr else \
-                    (source.cause, source.short_name)
-                self.stall_by[(ins.stage, cause, what)] += now(self.env) - self._blocked_since
-                self._pending = self.blocked = None
-            if self.log:
-                self._record_dep(ins, source, pending if pending is not None else ev)
-            index += 1
-        self._wait_index = 0
+    def _resumed(self, ins: Instr, source: Any) -> bool:
+        """The head was blocked on ``source``: has it triggered?  If so, count the stall and go on."""
+        pending = self._pending
+        if not (pending.finished if pending.__class__ is Instr else pending.triggered):
+            self._advancing = False  # woken by something else: keep waiting
+            return False
+        cause, what = ("data", source.pipe.as_source) if source.__class__ is Instr else \
+            (source.cause, source.short_name)
+        self.stall_by[(ins.stage, cause, what)] += now(self.env) - self._blocked_since
+        self._pending = self.blocked = None
+        if self.log:
+            self._record_dep(ins, source, None if pending.__class__ is Instr else pending)
         return True
+
+    def _block_on_instr(self, ins: Instr, source: Instr, index: int) -> None:
+        if source.waiters is None:
+            source.waiters = [self]
+        else:
+            source.waiters.append(self)
+        self._block(ins, source, source, index)
 
     def _stream_stall(self, ins: Instr, wait: StreamWait) -> None:
         """The time this pipe sat idle because its unit's issue stream was waiting on a flag."""
@@ -294,7 +299,8 @@ class Pipe:
             ins.deps = [*wait.deps, *(ins.deps or ())]
 
     def _record_dep(self, ins: Instr, source: Any, granted: Any) -> None:
-        """Remember which instruction enabled this wait (for the critical path)."""
+        """Remember which instruction enabled this wait (for the critical path); ``granted`` carries the
+        ``pred`` of a slot or flag grant."""
         if ins.deps is None:
             ins.deps = []
         if source.__class__ is Instr:
