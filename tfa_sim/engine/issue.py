@@ -121,7 +121,7 @@ class IssueStream:
             flag = flags[wait.index]
             ev = flag.request(wait)
             if not ev.triggered:
-                ev.callback = self._resume  # type: ignore[union-attr]
+                ev.callback = self._resume
                 self.blocked = wait
                 wait.blocker = flag
                 return False
@@ -147,7 +147,7 @@ class IssueStream:
         if self.last is None or self.last.finished:
             self._end.succeed()
         else:
-            self.last.done.callbacks.append(self._succeed_end)  # type: ignore[union-attr]
+            self.last.done.callbacks.append(self._succeed_end)
 
     def _succeed_end(self, _event: Any) -> None:
         assert self._end is not None
