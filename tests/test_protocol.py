@@ -154,7 +154,7 @@ def test_compute_p_ops_are_the_kernels_sequence_with_its_barriers():
     assert names(compute_p_ops(32, 256, False, "none")) == [
         ["TROWMAX"], ["TMAX"], ["TSUB"], ["TMULS"],
         ["TROWEXPANDSUB", "TMULS", "TMULS", "TEXP", "TEXP", "TCVT"], ["TMUL", "TROWSUM"], ["TADD"]]
-    assert names(compute_p_ops(32, 256, False, "diagonal"))[:3] == [["TTRI"], ["TMULS"], ["TADD"]]
+    assert names(compute_p_ops(32, 256, False, "partial"))[:3] == [["TTRI"], ["TMULS"], ["TADD"]]
     assert names(compute_p_ops(32, 256, False, "full")) == [["TMULS", "TMULS"], ["TADDS"]]
     assert names(compute_gu_ops(64, 128, True, False)) == []
     assert names(compute_gu_ops(64, 128, False, True)) == [["TROWEXPANDMUL", "TADD", "TROWEXPANDDIV"]]

@@ -1,84 +1,119 @@
-"""Blocks: the unit of work one AI core runs (CUBE_S0 query rows of one batch/head).
+"""Blocks: the unit of work one AI core runs — up to CUBE_S0 query rows against one K/V head.
 
-Blocks are numbered batch-major, then head, then row block, which is also the
-order they are dispatched to cores.  Under the causal mask a block issues only
-the logical tiles that reach its diagonal.
+A block knows its rows (the query head and S0 position of each), the logical
+tiles of S1 it issues (in order; a mask can skip some), which cube sub-tiles of
+each issued tile are computed, and its mask.  Blocks are numbered batch-major,
+then head, then row block; the dispatch order is ``schedule.block_order``
+(:func:`dispatch_order`).  Stage programs index issued tiles locally
+(t = 0 … tiles−1: FIFO slots, credits, the l1_exp_max ring) and columns through
+:meth:`Block.col0`; events and dumps name the global tile (:meth:`Block.tile_id`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from tfa_sim.config import Config
+from tfa_sim.masks import Causal, Mask, Rows
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Block:
-    """One block: which rows of which (batch, head), and how many tiles it issues."""
+    """One block: which rows, against which K/V head, which tiles and sub-tiles it computes."""
 
     index: int
-    batch: int
-    head: int
+    rows: Rows
     kv_head: int
-    row0: int
-    tiles: int
-    causal: bool
+    tile_ids: tuple[int, ...]  # global logical tiles issued, in order
+    active: tuple[tuple[bool, ...], ...]  # per issued tile: is each cube sub-tile computed
+    mask: Mask
     cube_s0: int
     cube_s1: int
     tile_s1: int
+    key: Hashable = field(default=None)  # blocks with equal non-None keys issue the same program (timing only)
+
+    @property
+    def batch(self) -> int:
+        return self.rows.batch
+
+    @property
+    def head(self) -> int:
+        """The query head of the block's first row."""
+        return int(self.rows.heads[0])
+
+    @property
+    def row0(self) -> int:
+        """The S0 position of the block's first row."""
+        return int(self.rows.pos[0])
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rows.pos)
+
+    @property
+    def tiles(self) -> int:
+        return len(self.tile_ids)
+
+    def tile_id(self, t: int) -> int:
+        """The global tile of local tile t (past the last: one beyond it, for epilogues)."""
+        return self.tile_ids[t] if t < len(self.tile_ids) else (self.tile_ids[-1] + 1 if self.tile_ids else 0)
 
     def col0(self, t: int, sub: int) -> int:
-        """First S1 column of sub-tile ``sub`` of logical tile ``t``."""
-        return t * self.tile_s1 + sub * self.cube_s1
+        """First S1 column of sub-tile ``sub`` of local tile ``t``."""
+        return self.tile_ids[t] * self.tile_s1 + sub * self.cube_s1
 
     def sub_tile_active(self, t: int, sub: int) -> bool:
-        """False for a cube sub-tile entirely above the diagonal: its load and matmul are skipped."""
-        col0 = t * self.tile_s1 + sub * self.cube_s1
-        return not self.causal or col0 <= self.row0 + self.cube_s0 - 1
+        """False for a cube sub-tile no row of the block sees: its load and matmul are skipped."""
+        return self.active[t][sub]
 
-    def last_active_sub(self, t: int) -> int:
-        """The last sub-tile of tile t that is computed (active sub-tiles are a prefix of the tile)."""
-        return self.active_cols(t) // self.cube_s1 - 1
+    def active_subs(self, t: int) -> list[int]:
+        return [s for s, on in enumerate(self.active[t]) if on]
 
-    def active_cols(self, t: int) -> int:
-        """Columns of tile t covered by active sub-tiles (a prefix of the tile)."""
-        k_tile_factor = self.tile_s1 // self.cube_s1
-        return self.cube_s1 * sum(self.sub_tile_active(t, s) for s in range(k_tile_factor))
+    def slice_rows(self, r0: int, n: int) -> Rows:
+        return Rows(self.rows.batch, self.rows.heads[r0:r0 + n], self.rows.pos[r0:r0 + n])
 
-    def needs_mask(self, t: int, first_row: int) -> bool:
-        """True when some element of tile t in rows ≥ ``first_row`` lies above the diagonal."""
-        return self.causal and (t + 1) * self.tile_s1 - 1 > first_row
+    def coverage(self, t: int, r0: int, n: int) -> str:
+        """How the mask covers local tile t for block rows r0 … r0+n−1: none, partial or full."""
+        return self.mask.coverage(self.slice_rows(r0, n), self.tile_ids[t] * self.tile_s1, self.tile_s1)
 
-    def mask(self, t: int, first_row: int, rows: int) -> str:
-        """How much of tile t the causal mask covers for the ``rows`` rows from ``first_row``: ``full``
-        (every column is right of the last row: the kernel only zeroes x_exp and sets exp_max to 1),
-        ``diagonal`` (the kernel adds the mask before the softmax) or ``none``."""
-        if not self.needs_mask(t, first_row):
-            return "none"
-        return "full" if t * self.tile_s1 > first_row + rows - 1 else "diagonal"
+    def masked(self, t: int, r0: int, n: int) -> np.ndarray | None:
+        """Boolean n × TILE_S1, True where the mask hides the key from the row (None: nothing hidden)."""
+        if self.mask.kind == "none":
+            return None
+        hidden = ~self.mask.visible(self.slice_rows(r0, n), self.tile_ids[t] * self.tile_s1, self.tile_s1)
+        return hidden if hidden.any() else None
 
 
-def issued_tiles(config: Config, row0: int) -> int:
-    """Logical tiles a block starting at ``row0`` issues.
-
-    Non-causal: all S1/TILE_S1.  Causal (top-left aligned, column ≤ row): the tiles
-    up to the block's last row, ``ceil((row0 + CUBE_S0)/TILE_S1)``; this equals the
-    kernel's ``1 + (block·CUBE_S0)/TILE_S1`` whenever TILE_S1 is a multiple of CUBE_S0
-    and, unlike it, still covers every row when CUBE_S0 > TILE_S1.
-    """
-    if not config.case.causal:
-        return config.tiles
-    return min(config.tiles, -(-(row0 + config.tiling.cube_s0) // config.tiling.tile_s1))
+def config_mask(config: Config) -> Mask:
+    """The mask a config asks for."""
+    return Causal() if config.case.causal else Mask()
 
 
-def make_blocks(config: Config) -> list[Block]:
-    """All blocks of the run in dispatch order."""
+def _tiles_of(rows: Rows, mask: Mask, config: Config) -> tuple[tuple[int, ...], tuple[tuple[bool, ...], ...]]:
+    """The logical tiles some row sees and, per tile, which cube sub-tiles some row sees."""
+    t = config.tiling
+    kf = t.k_tile_factor
+    col0s = np.arange(config.tiles * kf, dtype=np.int64) * t.cube_s1
+    seen, _ = mask.tile_coverage(rows, col0s, t.cube_s1)
+    per_tile = seen.reshape(config.tiles, kf)
+    ids = tuple(int(i) for i in np.flatnonzero(per_tile.any(axis=1)))
+    return ids, tuple(tuple(bool(x) for x in per_tile[i]) for i in ids)
+
+
+def make_blocks(config: Config, mask: Mask | None = None) -> list[Block]:
+    """All blocks of the run, numbered batch-major, then head, then row block."""
     c, t = config.case, config.tiling
+    mask = mask or config_mask(config)
     group = c.heads // c.kv_heads
     out: list[Block] = []
     for b in range(c.batch):
         for h in range(c.heads):
-            for r in range(config.blocks_per_head):
-                row0 = r * t.cube_s0
-                out.append(Block(len(out), b, h, h // group, row0, issued_tiles(config, row0), c.causal,
-                                 t.cube_s0, t.cube_s1, t.tile_s1))
+            for r0 in range(0, c.s0, t.cube_s0):
+                pos = np.arange(r0, min(r0 + t.cube_s0, c.s0), dtype=np.int64)
+                rows = Rows(b, np.full(len(pos), h, np.int64), pos)
+                ids, active = _tiles_of(rows, mask, config)
+                key = (ids, len(pos), b, h // group) if mask.kind == "none" else None
+                out.append(Block(len(out), rows, h // group, ids, active, mask, t.cube_s0, t.cube_s1, t.tile_s1, key))
     return out

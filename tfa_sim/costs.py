@@ -36,17 +36,18 @@ Group = tuple[VectorOp, ...]
 
 
 def _mask_prefix(n: int) -> tuple[Group, ...]:
-    """The diagonal tile's mask: TTRI | TMULS by −3.40282e38 | TADD to the scores, each behind a barrier."""
+    """A partly masked tile: TTRI | TMULS by −3.40282e38 | TADD to the scores, each behind a barrier."""
     return ((VectorOp("TTRI", "unary", n),), (VectorOp("TMULS", "unary", n),), (VectorOp("TADD", "binary", n),))
 
 
 def compute_p_ops(rows: int, cols: int, first: bool, mask: str) -> tuple[Group, ...]:
-    """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``), ``mask`` none | diagonal | full."""
+    """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``); ``mask``: how the mask covers the
+    slice, none | partial | full (:meth:`tfa_sim.blocks.Block.coverage`)."""
     n = rows * cols
-    if mask == "full":  # a tile above the diagonal: x_exp = 0, exp_max = 1, the running state unchanged
+    if mask == "full":  # nothing visible: x_exp = 0, exp_max = 1, the running state unchanged
         return ((VectorOp("TMULS", "unary", n, FP16), VectorOp("TMULS", "unary", rows)),
                 (VectorOp("TADDS", "unary", rows),))
-    prefix = _mask_prefix(n) if mask == "diagonal" else ()
+    prefix = _mask_prefix(n) if mask == "partial" else ()
     if first:
         return (*prefix, (VectorOp("TROWMAX", "reduce", n),),
                 (VectorOp("TROWEXPANDSUB", "binary", n), VectorOp("TMULS", "unary", n), VectorOp("TEXP", "exp", n)),

@@ -27,8 +27,8 @@ from tfa_sim.errors import InputError
 from tfa_sim.intermediates import (
     BY_NAME,
     INTERMEDIATES,
+    block_index,
     block_shape,
-    block_tile,
     empty_full,
     golden_array,
     write_golden,
@@ -42,7 +42,7 @@ def selection(config: Config) -> list[tuple[int, list[int]]]:
     n = config.numerics
     b0, b1 = parse_span(n.dump_blocks, "numerics.dump_blocks") or (0, 1 << 30)
     t0, t1 = parse_span(n.dump_tiles, "numerics.dump_tiles") or (0, 1 << 30)
-    return [(b.index, [t for t in range(b.tiles) if t0 <= t < t1]) for b in make_blocks(config) if b0 <= b.index < b1]
+    return [(b.index, [t for t in b.tile_ids if t0 <= t < t1]) for b in make_blocks(config) if b0 <= b.index < b1]
 
 
 def full_dump(config: Config) -> bool:
@@ -139,17 +139,23 @@ def write_dumps(run_dir: Path, recorder: DumpRecorder, config: Config) -> int:
 
 
 def _reference_layout(tmp: Path, recorder: DumpRecorder, config: Config) -> list[dict[str, Any]]:
-    """Assemble the blocks' tiles into the full layout and write the reference generator's files."""
+    """Assemble the blocks' tiles into the full layout and write the reference generator's files.
+
+    A tile a block does not issue holds the kernel's carry-over: the running max, sum and O of the block's
+    previous issued tile (if any), l1_exp_max 1, the others +0.
+    """
     tensors = {item.name: empty_full(item, config) for item in INTERMEDIATES}
     by_key = {(d.name, d.block, d.tile): d.data for d in recorder.done}
     for b in make_blocks(config):
         for item in INTERMEDIATES:
-            full = tensors[item.name]
+            full, source = tensors[item.name], None
             for tile in range(config.tiles):
-                if tile < b.tiles:
-                    block_tile(item, full, b, tile, config)[...] = by_key[(item.name, b.index, tile)]
-                elif item.skipped is None:  # carried: the block's last issued tile
-                    block_tile(item, full, b, tile, config)[...] = by_key[(item.name, b.index, b.tiles - 1)]
+                if tile in b.tile_ids:
+                    source = by_key[(item.name, b.index, tile)]
+                elif item.skipped is not None:
+                    continue
+                if source is not None:
+                    full[block_index(item, b, tile, config)] = source
     entries = write_golden(tensors, tmp, config)
     o = golden_array(BY_NAME["o_part"], tensors["o_part"], config.tiles - 1)
     np.ascontiguousarray(o).tofile(tmp / "o.bin")

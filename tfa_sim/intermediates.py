@@ -75,10 +75,11 @@ def select(words: list[str] | None) -> set[str]:
     return out
 
 
-def block_shape(item: Intermediate, config: Config) -> tuple[int, ...]:
-    """Shape of one block's tile of ``item`` (what one dump file holds)."""
+def block_shape(item: Intermediate, config: Config, rows: int | None = None) -> tuple[int, ...]:
+    """Shape of one block's tile of ``item`` (what one dump file holds), for a block of ``rows`` rows."""
     t = config.tiling
-    return {"scores": (t.cube_s0, t.tile_s1), "rows": (t.cube_s0,), "head": (t.cube_s0, config.case.head)}[item.layout]
+    n = t.cube_s0 if rows is None else rows
+    return {"scores": (n, t.tile_s1), "rows": (n,), "head": (n, config.case.head)}[item.layout]
 
 
 def full_shape(item: Intermediate, config: Config) -> tuple[int, ...]:
@@ -94,14 +95,14 @@ def empty_full(item: Intermediate, config: Config) -> np.ndarray:
     return np.full(full_shape(item, config), item.skipped or 0.0, item.dtype)
 
 
-def block_tile(item: Intermediate, full: np.ndarray, block: Any, t: int, config: Config) -> np.ndarray:
-    """The tile of ``block`` at logical tile ``t`` inside a full-layout array (a view)."""
-    c0, s1 = config.tiling.cube_s0, config.tiling.tile_s1
-    rows = slice(block.row0, block.row0 + c0)
-    lead = full[block.batch, block.head]
+def block_index(item: Intermediate, block: Any, t: int, config: Config) -> tuple[Any, ...]:
+    """Where the tile of ``block`` at global logical tile ``t`` sits in a full-layout array: an index for
+    ``full[index]`` (read) and ``full[index] = tile`` (write), rows × (columns)."""
+    rows, s1 = block.rows, config.tiling.tile_s1
     if item.layout == "scores":
-        return lead[rows, t * s1:(t + 1) * s1]
-    return lead[t, rows]
+        cols = np.arange(t * s1, (t + 1) * s1)
+        return rows.batch, rows.heads[:, None], rows.pos[:, None], cols[None, :]
+    return rows.batch, rows.heads, t, rows.pos
 
 
 def golden_files(item: Intermediate, config: Config) -> list[tuple[str, int | None]]:

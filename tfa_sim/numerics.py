@@ -45,11 +45,9 @@ def softmax_scale(head: int) -> np.float32:
     return F32(1.0 / np.sqrt(head))
 
 
-def apply_causal_mask(x: np.ndarray, first_row: int, first_col: int) -> np.ndarray:
-    """Add ``MASK_VALUE`` (fp32 add) where column > row, as the kernel's diagonal tile does."""
-    rows = first_row + np.arange(x.shape[0])[:, None]
-    cols = first_col + np.arange(x.shape[1])[None, :]
-    return np.where(cols > rows, x + MASK_VALUE, x).astype(F32, copy=False)
+def apply_mask(x: np.ndarray, masked: np.ndarray) -> np.ndarray:
+    """Add ``MASK_VALUE`` (an fp32 add) where ``masked``, as the kernel's masked tiles do."""
+    return np.where(masked, x + MASK_VALUE, x).astype(F32, copy=False)
 
 
 def to_fp16(x: np.ndarray) -> np.ndarray:

@@ -328,6 +328,10 @@ class Pipe:
         ins.end = self.last_end = now(self.env)
         self.executed += 1
         self.busy += cycles
+        if self.log:
+            # numbered before its effects run: instructions they finish record this one as a dependency
+            ins.id = stats.next_id
+            stats.next_id += 1
         if ins.op is not None:
             for step in ins.op:
                 step(ins)
@@ -338,8 +342,6 @@ class Pipe:
             ins._done.succeed()
         if self.log:
             assert stats.events is not None
-            ins.id = stats.next_id
-            stats.next_id += 1
             slots = {w.short_name: w.index for w in ins.waits if w.__class__ is Slot}
             stats.events.append(Record(ins.id, self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub,
                                        ins.kind, ins.start, ins.end, ins.nbytes, ins.flops, slots,

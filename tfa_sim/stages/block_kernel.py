@@ -130,8 +130,10 @@ class BlockKernel:
     def instr(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, cost: float | GmMove,
               waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
               nbytes: int = 0, flops: int = 0) -> Instr:
-        """An instruction group of this block (see :class:`~tfa_sim.engine.pipes.Instr`)."""
-        return Instr(pipe, stage, self.block.index, t, sub, kind, cost, waits, op, then, nbytes, flops)
+        """An instruction group of local tile ``t`` of this block (see :class:`~tfa_sim.engine.pipes.Instr`;
+        it records the global tile)."""
+        return Instr(pipe, stage, self.block.index, self.block.tile_id(t), sub, kind, cost, waits, op, then, nbytes,
+                     flops)
 
     def gm_move(self, nbytes: int, path: str, line: Hashable | None = None) -> GmMove:
         """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``);
@@ -152,12 +154,13 @@ class BlockKernel:
     def dump(self, name: str, t: int, row0: int, src: Any, slot: int | None = None) -> tuple[Dump, ...]:
         """The dump step of an instruction (empty unless the intermediate check is on)."""
         recorder = self.data.dumps
-        return () if recorder is None else (Dump(recorder, name, self.block.index, t, row0, src, slot),)
+        return () if recorder is None else (Dump(recorder, name, self.block.index, self.block.tile_id(t), row0, src,
+                                                 slot),)
 
     # GM tensors of this block (numerics on)
     def gm_q(self) -> View:
-        b = self.block
-        return View(self.data.inputs.q, (b.batch, b.head, slice(b.row0, b.row0 + self.shape.cube_s0)))
+        rows = self.block.rows
+        return View(self.data.inputs.q, (rows.batch, rows.heads, rows.pos))
 
     def gm_k(self, col0: int) -> View:
         b = self.block
@@ -168,9 +171,9 @@ class BlockKernel:
         return View(self.data.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
 
     def gm_o(self, lane: int) -> View:
-        b, half = self.block, self.shape.half
-        row0 = b.row0 + lane * half
-        return View(self.data.out, (b.batch, b.head, slice(row0, row0 + half)))
+        rows, half = self.block.rows, self.shape.half
+        own = slice(lane * half, (lane + 1) * half)
+        return View(self.data.out, (rows.batch, rows.heads[own], rows.pos[own]))
 
     # ---- block end --------------------------------------------------------------------------------
     def _pools(self) -> list[PingPong]:

@@ -23,26 +23,25 @@ from functools import partial
 import numpy as np
 
 from tfa_sim.backends import Backend
-from tfa_sim.blocks import Block
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import DISCARD, Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
-from tfa_sim.numerics import apply_causal_mask
+from tfa_sim.numerics import apply_mask
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_p"
 
 
-def softmax(backend: Backend, block: Block, t: int, first_row: int, scale: np.float32, x: np.ndarray,
+def softmax(backend: Backend, masked: np.ndarray | None, scale: np.float32, x: np.ndarray,
             m_prev: np.ndarray | None, l_prev: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """Softmax step of tile ``t`` for the rows from global row ``first_row``: x_exp, l1_exp_max, M, L.
+    """Softmax step of one row slice of a tile: x_exp, l1_exp_max, M, L.
 
-    On the diagonal tile the mask is added first; a tile fully above the diagonal
-    needs no special case (exp(0) is exactly 1, exp of a masked score exactly +0).
+    Where ``masked``, the mask value is added to the score first; a slice that sees
+    nothing needs no special case (exp(0) is exactly 1, exp of a masked score exactly +0).
     """
-    if block.needs_mask(t, first_row):
-        x = apply_causal_mask(x, first_row, t * block.tile_s1)
+    if masked is not None:
+        x = apply_mask(x, masked)
     return tuple(backend.compute_p(x, m_prev, l_prev, scale))
 
 
@@ -68,7 +67,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     if k.numerics:
         own = slice(r * n.vec_s0, (r + 1) * n.vec_s0)  # the slice's rows within this AIV's half
         m, l = View(k.m2_global_max[lane], own), View(k.l2_global_sum[lane], own)
-        step = partial(softmax, k.data.backend, b, t, b.row0 + row0, n.scale)
+        step = partial(softmax, k.data.backend, b.masked(t, row0, n.vec_s0), n.scale)
         if t == 0:  # l1_exp_max is all ones and not kept; the dump shows those ones
             op = (Compute(step, (src, None, None), (x_exp, DISCARD, m, l)),
                   *k.dump("exp_max", t, row0, Const(np.ones(n.vec_s0, np.float32))))
@@ -76,7 +75,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
             op = (Compute(step, (src, m, l), (x_exp, exp_max.region(own), m, l)),
                   *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count))
         op += (*k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
-    cost = k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.mask(t, b.row0 + row0, n.vec_s0))
+    cost = k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.coverage(t, row0, n.vec_s0))
     vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax", cost, waits=(load, x_exp), op=op,
                         then=(src.release, exp_max.write) if first and t > 0 else (src.release,))
     out_bytes = n.vec_s0 * n.tile_s1 * FP16

@@ -50,17 +50,19 @@ def next_product(acc: Products, p: np.ndarray, v: np.ndarray) -> Products:
     return [*acc, (p, v)]
 
 
-def tile_product(backend: Backend, block: Block, t: int, products: Products) -> np.ndarray:
-    """The L0C sum of a tile's sub-products: one fp32 accumulation over its active columns, in order."""
+def tile_product(backend: Backend, products: Products) -> np.ndarray:
+    """The L0C sum of a tile's sub-products: one fp32 accumulation over its computed columns, in order."""
     p = np.concatenate([p for p, _ in products], axis=1)
     v = np.concatenate([v for _, v in products], axis=0)
-    return pv_tile(backend, block, t, p, v)
+    return backend.compute_pv(p, v)
 
 
 def pv_tile(backend: Backend, block: Block, t: int, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """P (CUBE_S0 × TILE_S1) · V (TILE_S1 × HEAD) over the tile's active columns only."""
-    cols = block.active_cols(t)
-    return backend.compute_pv(p[:, :cols], v[:cols])
+    """P (rows × TILE_S1) · V (TILE_S1 × HEAD) over the computed sub-tiles' columns only (the others' P is
+    +0 and never loaded)."""
+    cs = block.cube_s1
+    cols = np.concatenate([np.arange(s * cs, (s + 1) * cs) for s in block.active_subs(t)])
+    return backend.compute_pv(p[:, cols], v[cols])
 
 
 def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
@@ -70,7 +72,7 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     free: tuple[Effect, ...] = ()
     if s == n.k_tile_factor - 1:  # free(): the P tile is read; a credit when the credit rule says so
         free = (p.free, p.credit) if p.notifies else (p.free,)
-    if not b.sub_tile_active(t, s):  # above the causal diagonal: only the FIFO handshakes
+    if not b.sub_tile_active(t, s):  # no row sees these keys: only the FIFO handshakes
         if s == 0:
             yield k.wait(STAGE, p.ready)
         yield k.instr(aic.MTE2, STAGE, t, s, "handshake", 0.0, then=free)
@@ -89,12 +91,14 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     extract = yield k.instr(
         aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
         op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))
-    accumulate = Compute(first_product, (a, bb), (acc,)) if s == 0 else Compute(next_product, (acc, a, bb), (acc,))
+    subs = b.active_subs(t)
+    init = s == subs[0]  # the accumulator is taken by the tile's first computed sub-tile (Init)
+    accumulate = Compute(first_product, (a, bb), (acc,)) if init else Compute(next_product, (acc, a, bb), (acc,))
     matmul = yield k.instr(
         aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.head, n.cube_s1, n.pv_cube_k),
-        waits=(extract, acc) if s == 0 else (extract,), op=(accumulate,) if k.numerics else None,
+        waits=(extract, acc) if init else (extract,), op=(accumulate,) if k.numerics else None,
         then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
-    if s != b.last_active_sub(t):
+    if s != subs[-1]:
         return
     pv = k.pv_fifo.tile(t)
     if pv.credits:
@@ -102,7 +106,7 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     nbytes = n.cube_s0 * n.head * FP32
     op: tuple[Effect, ...] | None = None
     if k.numerics:
-        op = (Compute(partial(tile_product, k.data.backend, b, t), (acc,), (pv.region(),)),
+        op = (Compute(partial(tile_product, k.data.backend), (acc,), (pv.region(),)),
               *k.dump("pv_fifo", t, 0, pv.region(), t % k.pv_fifo.depth))
     yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
                   waits=(matmul,), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

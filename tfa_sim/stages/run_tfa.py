@@ -137,12 +137,9 @@ class TfaKernel:
         self.blocks: Sequence[Block] = make_blocks(config)
 
     def template_key(self, block: Block) -> Hashable | None:
-        """Timing only: blocks of one K/V head with the same tile count (and, causal, the same first row)
-        issue the same program and read the same K/V lines; with numerics every block moves its own
-        data, so none is replayed."""
-        if self.numerics is not None:
-            return None
-        return block.tiles, block.row0 if block.causal else None, block.batch, block.kv_head
+        """Timing only: the block's own key (equal for blocks that issue the same program and read the same
+        K/V lines); with numerics every block moves its own data, so none is replayed."""
+        return None if self.numerics is not None else block.key
 
     def start(self, env: simpy.Environment, core: Core, block: Block, stats: Stats) -> BlockKernel:
         """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's."""
