@@ -94,13 +94,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from tfa_sim.sweep import format_sweep_report, run_sweep, sweep_report
+    from tfa_sim.sweep.results import STATUSES
 
     out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
                           progress=not args.no_progress)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "illegal", "excluded", "schedule_error")}
+    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
     print(f"tfa-sim sweep: {len(rows)} points in {out}/results.jsonl (+ results.csv): "
-          + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    print(format_sweep_report(sweep_report(out)))
+          + ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in STATUSES[:4]))
+    print(format_sweep_report(sweep_report(out, plots=not args.no_plots)))
     return 0
 
 
@@ -192,12 +193,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
     p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
     p.add_argument("--out", help="output directory (default runs/sweep-<file>); rerunning resumes it")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes (default: all cores); each point runs in a worker, which dies with "
+                   "the sweep")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
-    p.add_argument("--scheduler", help="dask scheduler address (default: a LocalCluster of --jobs workers)")
+    p.add_argument("--scheduler", help="dask scheduler address, reached within 5 s (default: a LocalCluster of "
+                   "--jobs workers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true", help="report without plots (sweep-report DIR draws them)")
     p.set_defaults(func=cmd_sweep)
-    p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots")
+    p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots (no simulation)")
     p.add_argument("dir")
     p.add_argument("--no-plots", action="store_true")
     p.set_defaults(func=cmd_sweep_report)
