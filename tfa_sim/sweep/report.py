@@ -82,7 +82,7 @@ def sweep_report(out_dir: str | Path, plots: bool = True) -> dict[str, Any]:
     per_shape = [_shape_summary(shape, rs, metric, refs.get(shape)) for shape, rs in sorted(shapes.items(),
                                                                                            key=lambda kv: repr(kv[0]))]
     report = {"metric": metric, "points": len(rows), "status": status, "shapes": per_shape,
-              "plots": draw(out, ok, meta["axes"], metric) if plots and ok else []}
+              "plots": draw(out, rows, meta["axes"], metric) if plots and ok else []}
     write_atomic(out / "report.json", json.dumps(report, indent=2, default=str))
     return report
 
