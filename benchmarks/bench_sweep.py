@@ -1,41 +1,64 @@
-"""Sweep throughput, timing only, one-block shapes, 2 workers (issue 6 target: ≥ 20 points/s).
+"""Sweep throughput: ``--jobs 1`` against ``--jobs 2`` on the shipped sweeps (issue: ≥ 1.6× on chips.toml).
 
-Run: ``python benchmarks/bench_sweep.py``.  Times a fresh 240-point sweep (S0 = 128,
-S1 1024…4096, preload × TILE_S1 × FIFO depth × buffer counts) with the local process
-pool, from start to the last result written.
+Run: ``python benchmarks/bench_sweep.py [ROUNDS]`` (default 3).  Each run is a fresh
+``tfa-sim sweep FILE --out NEW --no-progress --no-plots`` in a subprocess, timed from
+start to exit (interpreter start, imports, all points, the text report; the plots,
+drawn the same way whatever ``--jobs`` is, are left out).  The two settings
+alternate, the order flipping every round, so a noisy shared machine slows both
+alike; the figures are medians.  The CPU share of each run (all its processes) shows
+when another job on the machine took a core: a ``--jobs 2`` run far below 200 % did
+not get two.
 """
 from __future__ import annotations
 
+import resource
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tfa_sim.sweep import run_sweep
+from tfa_sim.config import CONFIG_DIR
+from tfa_sim.sweep import read_results
 
-SWEEP = """
-[base.case]
-s0 = 128
-[axes]
-"case.s1" = [1024, 2048, 4096]
-"schedule.qk_preload" = [2, 3, 4, 5, 6]
-"tiling.tile_s1" = [128, 256]
-"schedule.cv_fifo_size" = [6, 8]
-"schedule.l1_k" = [1, 2]
-"schedule.l1_v" = [1, 2]
-"""
+SWEEPS = ("chips.toml", "preload_tiling.toml")
+
+
+def _cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def timed_run(spec: Path, out: Path, jobs: int) -> tuple[float, float, int]:
+    """Wall and CPU seconds of one fresh sweep, and the points it simulated (its own and reference points)."""
+    cpu, start = _cpu(), time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tfa_sim", "sweep", str(spec), "--out", str(out), "--jobs", str(jobs),
+                    "--no-progress", "--no-plots"], check=True, capture_output=True)
+    wall, cpu = time.perf_counter() - start, _cpu() - cpu
+    return wall, cpu, len(read_results(out / "results.jsonl")) + len(read_results(out / "references.jsonl"))
+
+
+def bench(spec: Path, rounds: int, tmp: Path) -> None:
+    runs: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    n = 0
+    for r in range(rounds):
+        for jobs in ((1, 2) if r % 2 == 0 else (2, 1)):
+            wall, cpu, n = timed_run(spec, tmp / f"{spec.stem}-{r}-{jobs}", jobs)
+            runs[jobs].append((wall, cpu))
+    med = {jobs: statistics.median(w for w, _c in rs) for jobs, rs in runs.items()}
+    for jobs in (1, 2):
+        each = ", ".join(f"{w:.2f} s ({c / w:.0%} CPU)" for w, c in runs[jobs])
+        print(f"{spec.name}: --jobs {jobs}: {n} points, median {med[jobs]:.2f} s = {n / med[jobs]:.2f} points/s "
+              f"(runs: {each})")
+    print(f"{spec.name}: --jobs 2 is {med[1] / med[2]:.2f}× --jobs 1 (median wall time ratio)")
 
 
 def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "bench.toml"
-        spec.write_text(SWEEP)
-        for jobs in (1, 2):
-            start = time.perf_counter()
-            _, rows = run_sweep(spec, Path(tmp) / f"out{jobs}", jobs, progress=False)
-            wall = time.perf_counter() - start
-            ok = sum(r["status"] == "ok" for r in rows)
-            print(f"--jobs {jobs}: {len(rows)} points ({ok} simulated) in {wall:.2f} s = {len(rows) / wall:.0f} "
-                  f"points/s")
+        for name in SWEEPS:
+            bench(CONFIG_DIR / "sweeps" / name, rounds, Path(tmp))
 
 
 if __name__ == "__main__":

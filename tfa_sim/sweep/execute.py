@@ -74,19 +74,18 @@ def run_sweep(sweep_file: str | Path, out_dir: str | Path | None, jobs: int, exe
         work = plan(sweep, {r["key"] for r in results}, {r["key"] for r in references})
         tasks = _tasks(sweep, work)
         writers = {False: ResultWriter(out / RESULTS), True: ResultWriter(out / REFERENCES)}
-        bar = None
+        runner = _run_dask(tasks, jobs, scheduler) if executor == "dask" else _run_local(tasks, jobs, sweep)
+        bar = _progress(len(work.points) + len(work.references) + work.done, work.done, progress)
         try:
-            runner = _run_dask(tasks, jobs, scheduler) if executor == "dask" else _run_local(tasks, jobs, sweep)
-            bar = _progress(len(work.points) + len(work.references) + work.done, work.done, progress)
             for n, (task, row) in enumerate(runner, 1):
                 writers[task["reference"]].write(row)
                 bar.update(1)
                 hook(n)
         finally:
+            runner.close()  # on Ctrl-C or an error: stop the workers now, not when the generator is collected
             for w in writers.values():
                 w.close()
-            if bar is not None:
-                bar.close()
+            bar.close()
             rows = scan(out / RESULTS)[0]
             write_csv(rows, out / "results.csv")
     return out, rows
