@@ -148,16 +148,32 @@ def _wait_until(condition, what: str, limit: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+#: two quick points, then two that take many seconds (CUBE_S0 16: 8× the blocks); the cost estimate that
+#: orders the work sees one shape, so they run in this order
+QUICK_THEN_SLOW = """
+[base.case]
+s0 = 2048
+s1 = 16384
+[base.tiling]
+tile_s1 = 128
+[axes]
+"tiling.cube_s0" = [128, 16]
+"schedule.qk_preload" = [2, 4]
+"""
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
 def test_workers_die_with_a_killed_parent(tmp_path):
-    spec, out = write(tmp_path / "tiny.toml", TINY), tmp_path / "out"
+    """Stopped after its two quick rows, the sweep has one worker busy with a slow point: killing the
+    parent must end it at once, not when its point is done."""
+    spec, out = write(tmp_path / "slow.toml", QUICK_THEN_SLOW), tmp_path / "out"
     proc = killed_at(spec, out, "SIGSTOP", 2, 2)
     _wait_until(lambda: _state(proc.pid) == "T", "the sweep to stop itself after 2 rows")
     workers = _children(proc.pid)
     assert len(workers) == 2
     proc.kill()
     proc.wait(30)
-    _wait_until(lambda: all(_state(w) in (None, "Z") for w in workers), f"workers {workers} to die")
+    _wait_until(lambda: all(_state(w) in (None, "Z") for w in workers), f"workers {workers} to die", limit=5)
 
 
 def test_the_portable_fallback_exits_when_the_parent_dies(tmp_path):
