@@ -1,9 +1,9 @@
 """Sweep throughput: ``--jobs 1`` against ``--jobs 2`` on the shipped sweeps (issue: ≥ 1.6× on chips.toml).
 
 Run: ``python benchmarks/bench_sweep.py [ROUNDS]`` (default 3).  Each run is a fresh
-``tfa-sim sweep FILE --out NEW --no-progress --no-plots`` in a subprocess, timed from
-start to exit (interpreter start, imports, all points, the text report; the plots,
-drawn the same way whatever ``--jobs`` is, are left out).  The two settings
+``tfa-sim sweep FILE --out NEW --no-progress`` in a subprocess, timed from start to
+exit: interpreter start, imports, all points, the report and its plots; then the same
+with ``--no-plots`` (the plots are drawn in the parent alike for every ``--jobs``).  The two settings
 alternate, the order flipping every round, so a noisy shared machine slows both
 alike; the figures are medians.  The CPU share of each run (all its processes) shows
 when another job on the machine took a core: a ``--jobs 2`` run far below 200 % did
@@ -30,35 +30,37 @@ def _cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
-def timed_run(spec: Path, out: Path, jobs: int) -> tuple[float, float, int]:
+def timed_run(spec: Path, out: Path, jobs: int, plots: bool) -> tuple[float, float, int]:
     """Wall and CPU seconds of one fresh sweep, and the points it simulated (its own and reference points)."""
     cpu, start = _cpu(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "tfa_sim", "sweep", str(spec), "--out", str(out), "--jobs", str(jobs),
-                    "--no-progress", "--no-plots"], check=True, capture_output=True)
+                    "--no-progress", *([] if plots else ["--no-plots"])], check=True, capture_output=True)
     wall, cpu = time.perf_counter() - start, _cpu() - cpu
     return wall, cpu, len(read_results(out / "results.jsonl")) + len(read_results(out / "references.jsonl"))
 
 
-def bench(spec: Path, rounds: int, tmp: Path) -> None:
+def bench(spec: Path, rounds: int, tmp: Path, plots: bool) -> None:
     runs: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
     n = 0
     for r in range(rounds):
         for jobs in ((1, 2) if r % 2 == 0 else (2, 1)):
-            wall, cpu, n = timed_run(spec, tmp / f"{spec.stem}-{r}-{jobs}", jobs)
+            wall, cpu, n = timed_run(spec, tmp / f"{spec.stem}-{plots}-{r}-{jobs}", jobs, plots)
             runs[jobs].append((wall, cpu))
     med = {jobs: statistics.median(w for w, _c in rs) for jobs, rs in runs.items()}
     for jobs in (1, 2):
         each = ", ".join(f"{w:.2f} s ({c / w:.0%} CPU)" for w, c in runs[jobs])
-        print(f"{spec.name}: --jobs {jobs}: {n} points, median {med[jobs]:.2f} s = {n / med[jobs]:.2f} points/s "
+        print(f"{spec.name}{'' if plots else ' --no-plots'}: --jobs {jobs}: {n} points, median {med[jobs]:.2f} s = {n / med[jobs]:.2f} points/s "
               f"(runs: {each})")
-    print(f"{spec.name}: --jobs 2 is {med[1] / med[2]:.2f}× --jobs 1 (median wall time ratio)")
+    print(f"{spec.name}{'' if plots else ' --no-plots'}: --jobs 2 is {med[1] / med[2]:.2f}× --jobs 1 "
+          f"(median wall time ratio)")
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     with tempfile.TemporaryDirectory() as tmp:
         for name in SWEEPS:
-            bench(CONFIG_DIR / "sweeps" / name, rounds, Path(tmp))
+            for plots in (True, False):
+                bench(CONFIG_DIR / "sweeps" / name, rounds, Path(tmp), plots)
 
 
 if __name__ == "__main__":

@@ -93,8 +93,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.sweep import format_sweep_report, run_sweep, sweep_report
-    from tfa_sim.sweep.results import STATUSES
+    from tfa_sim.sweep import STATUSES, format_sweep_report, run_sweep, sweep_report
 
     out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
                           progress=not args.no_progress)

@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 import random
-from typing import Any, Iterator
+from typing import Any
 
 from tfa_sim.config import merge
 from tfa_sim.sweep.schema import SCHEMA
@@ -56,14 +56,9 @@ def point_at(sweep: Sweep, index: int) -> dict[str, Any]:
     return {"key": point_key(data), "overrides": dict(zip((k for k, _ in sweep.axes), combo)), "config": data}
 
 
-def iter_points(sweep: Sweep) -> Iterator[dict[str, Any]]:
-    """Every point of the sweep, one at a time, in :func:`indices` order."""
-    return (point_at(sweep, i) for i in indices(sweep))
-
-
 def points(sweep: Sweep) -> list[dict[str, Any]]:
-    """Every point as a list (at most ``max_points``: the spec refuses larger grids)."""
-    return list(iter_points(sweep))
+    """Every point to run, as a list in :func:`indices` order (at most ``max_points`` of them)."""
+    return [point_at(sweep, i) for i in indices(sweep)]
 
 
 def shape_of(full: dict[str, dict[str, Any]]) -> tuple:
