@@ -16,6 +16,7 @@ written under its real name.
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import io
 import json
@@ -108,11 +109,18 @@ class ResultWriter:
     """Appends one JSON line per finished point with a single write, then fsync."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, row: dict[str, Any]) -> None:
-        os.write(self.fd, (json.dumps(row, sort_keys=True) + "\n").encode())
-        os.fsync(self.fd)
+        data = (json.dumps(row, sort_keys=True) + "\n").encode()
+        try:
+            if os.write(self.fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(self.fd)
+        except OSError as exc:  # a short write leaves a partial last line, which a resume drops
+            raise InputError(f"cannot write {self.path}: {exc.strerror or exc}; free some space, then rerun to "
+                             f"resume") from None
 
     def close(self) -> None:
         os.close(self.fd)
