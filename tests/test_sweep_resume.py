@@ -102,6 +102,9 @@ def test_a_directory_with_results_but_no_record_is_refused(tmp_path):
     (out / "sweep.json").unlink()
     code, _, err = run_main("sweep", spec, "--out", out, "--no-progress", "--no-plots")
     assert code == 2 and "has results but no sweep.json" in err
+    (out / "sweep.json").write_text('{"metric": "time_us", "axes": ["case.s1"]}')  # an older tfa-sim's record
+    code, _, err = run_main("sweep", spec, "--out", out, "--no-progress", "--no-plots")
+    assert code == 2 and "has no sweep digest (an older tfa-sim made it)" in err
     (out / "sweep.json").write_text('{"metric": 5}')
     for args in (("sweep", spec, "--out", out, "--no-progress", "--no-plots"), ("sweep-report", out)):
         code, _, err = run_main(*args)

@@ -189,6 +189,9 @@ def _check_owner(out: Path, sweep: Sweep, sweep_file: Path) -> None:
             raise InputError(f"{out} has results but no {META}; --out a new directory for {sweep_file}")
         return
     meta = read_meta(out)
-    if meta.get("digest") != sweep.digest():
+    if "digest" not in meta:
+        raise InputError(f"{out / META} has no sweep digest (an older tfa-sim made it), so resuming it with "
+                         f"{sweep_file} cannot be checked; --out a new directory")
+    if meta["digest"] != sweep.digest():
         raise InputError(f"{out / META} records a different sweep ({show(meta.get('file'), 300)}) than {sweep_file}; "
                          f"--out a new directory for it (or delete {out} to start over)")
