@@ -15,6 +15,7 @@ import pytest
 from test_sweep import TINY, run_main, sweep_cli, write
 from tfa_sim.sweep import load_sweep, points, read_results
 from tfa_sim.sweep.execute import TEST_SIGNAL_ENV
+from tfa_sim.sweep.pool import WorkerPool
 
 
 def killed_at(spec: Path, out: Path, signal_name: str, after: int, jobs: int) -> subprocess.Popen:
@@ -225,3 +226,15 @@ def test_references_are_run_once_for_shapes_the_sweep_does_not_contain(tmp_path)
     report = json.loads((out / "report.json").read_text())
     for s, ref in zip(report["shapes"], sorted(refs, key=lambda r: r["config"]["case"]["s1"])):
         assert s["default_metric"] == ref["time_us"]
+
+
+def _crash_on_two(x: int) -> int:
+    if x == 2:
+        os._exit(3)
+    return 10 * x
+
+
+def test_a_worker_that_dies_is_reported_and_replaced():
+    with WorkerPool(_crash_on_two, 2) as pool:
+        outcomes = dict(pool.imap_unordered([1, 2, 3, 4, 5]))
+    assert outcomes == {1: ("done", 10), 2: ("died", 3), 3: ("done", 30), 4: ("done", 40), 5: ("done", 50)}

@@ -98,12 +98,11 @@ class WorkerPool:
         ``("timeout", seconds)`` or ``("died", exit code)``."""
         todo = iter(items)
         while True:
-            for w in self._workers:
+            for i, w in enumerate(self._workers):
                 if w.item is _END:
-                    w.item = next(todo, _END)
-                    if w.item is not _END:
-                        w.conn.send(w.item)
-                        w.started = time.monotonic()
+                    item = next(todo, _END)
+                    if item is not _END:
+                        self._assign(i, item)
             busy = [w for w in self._workers if w.item is not _END]
             if not busy:
                 return
@@ -115,6 +114,16 @@ class WorkerPool:
                     if outcome[0] != "done":
                         self._workers[i] = self._replace(w)
                     yield item, outcome
+
+    def _assign(self, i: int, item: Any) -> None:
+        """Hand ``item`` to worker ``i`` (replaced first if it died while idle)."""
+        w = self._workers[i]
+        try:
+            w.conn.send(item)
+        except OSError:
+            w = self._workers[i] = self._replace(w)
+            w.conn.send(item)
+        w.item, w.started = item, time.monotonic()
 
     def _wait_time(self, busy: list[_Worker]) -> float | None:
         if not self._timeout:
