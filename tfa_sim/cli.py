@@ -93,14 +93,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.sweep import STATUSES, format_sweep_report, run_sweep, sweep_report
+    from tfa_sim.sweep import format_sweep_report, run_sweep, sweep_report
 
     out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
                           progress=not args.no_progress)
-    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
+    report = sweep_report(out, plots=not args.no_plots)
     print(f"tfa-sim sweep: {len(rows)} points in {out}/results.jsonl (+ results.csv): "
-          + ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in STATUSES[:4]))
-    print(format_sweep_report(sweep_report(out, plots=not args.no_plots)))
+          + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
+    print(format_sweep_report(report))
     return 0
 
 

@@ -10,8 +10,8 @@ sweep directory's files honest, ``execute`` runs or resumes a sweep,
 from tfa_sim.sweep.execute import run_sweep
 from tfa_sim.sweep.points import point_at, point_key, points
 from tfa_sim.sweep.report import format_sweep_report, pareto, sweep_report
-from tfa_sim.sweep.results import STATUSES, read_results
+from tfa_sim.sweep.results import read_results
 from tfa_sim.sweep.spec import METRICS, Sweep, load_sweep
 
-__all__ = ["METRICS", "STATUSES", "Sweep", "format_sweep_report", "load_sweep", "pareto", "point_at", "point_key", "points",
+__all__ = ["METRICS", "Sweep", "format_sweep_report", "load_sweep", "pareto", "point_at", "point_key", "points",
            "read_results", "run_sweep", "sweep_report"]
