@@ -7,7 +7,8 @@ with ``--no-plots`` (the plots are drawn in the parent alike for every ``--jobs`
 alternate, the order flipping every round, so a noisy shared machine slows both
 alike; the figures are medians.  The CPU share of each run (all its processes) shows
 when another job on the machine took a core: a ``--jobs 2`` run far below 200 % did
-not get two.
+not get two.  Before each run the benchmark waits (up to 2 minutes) for the machine
+to be at least 80 % idle.
 """
 from __future__ import annotations
 
@@ -25,6 +26,29 @@ from tfa_sim.sweep import read_results
 SWEEPS = ("chips.toml", "preload_tiling.toml")
 
 
+def _idle_share(seconds: float = 2.0) -> float:
+    """The machine's idle CPU share over ``seconds`` (Linux /proc/stat; 1.0 where unavailable)."""
+    def idle_total() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3], sum(fields)
+
+    if not Path("/proc/stat").exists():
+        return 1.0
+    i0, t0 = idle_total()
+    time.sleep(seconds)
+    i1, t1 = idle_total()
+    return (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_for_idle(limit: float = 120.0, share: float = 0.8) -> bool:
+    """Wait (at most ``limit`` s) until other jobs leave ``share`` of the CPU idle; whether they did."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if _idle_share() >= share:
+            return True
+    return False
+
+
 def _cpu() -> float:
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
     return use.ru_utime + use.ru_stime
@@ -32,6 +56,8 @@ def _cpu() -> float:
 
 def timed_run(spec: Path, out: Path, jobs: int, plots: bool) -> tuple[float, float, int]:
     """Wall and CPU seconds of one fresh sweep, and the points it simulated (its own and reference points)."""
+    if not wait_for_idle():
+        print("  (the machine stayed busy: this run shares its cores)", flush=True)
     cpu, start = _cpu(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "tfa_sim", "sweep", str(spec), "--out", str(out), "--jobs", str(jobs),
                     "--no-progress", *([] if plots else ["--no-plots"])], check=True, capture_output=True)
