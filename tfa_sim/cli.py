@@ -112,10 +112,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
                           progress=not args.no_progress)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "illegal", "excluded", "schedule_error")}
+    report = sweep_report(out, plots=not args.no_plots)
     print(f"tfa-sim sweep: {len(rows)} points in {out}/results.jsonl (+ results.csv): "
-          + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    print(format_sweep_report(sweep_report(out)))
+          + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
+    print(format_sweep_report(report))
     return 0
 
 
@@ -209,12 +209,16 @@ def _explore_parsers(sub: Any) -> None:
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
     p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
     p.add_argument("--out", help="output directory (default runs/sweep-<file>); rerunning resumes it")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes (default: all cores); each point runs in a worker, which dies with "
+                   "the sweep")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
-    p.add_argument("--scheduler", help="dask scheduler address (default: a LocalCluster of --jobs workers)")
+    p.add_argument("--scheduler", help="dask scheduler address, reached within 5 s (default: a LocalCluster of "
+                   "--jobs workers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true", help="report without plots (sweep-report DIR draws them)")
     p.set_defaults(func=cmd_sweep)
-    p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots")
+    p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots (no simulation)")
     p.add_argument("dir")
     p.add_argument("--no-plots", action="store_true")
     p.set_defaults(func=cmd_sweep_report)
