@@ -75,8 +75,8 @@ def bench(spec: Path, rounds: int, tmp: Path, plots: bool) -> None:
     med = {jobs: statistics.median(w for w, _c in rs) for jobs, rs in runs.items()}
     for jobs in (1, 2):
         each = ", ".join(f"{w:.2f} s ({c / w:.0%} CPU)" for w, c in runs[jobs])
-        print(f"{spec.name}{'' if plots else ' --no-plots'}: --jobs {jobs}: {n} points, median {med[jobs]:.2f} s = {n / med[jobs]:.2f} points/s "
-              f"(runs: {each})")
+        label = f"{spec.name}{'' if plots else ' --no-plots'}: --jobs {jobs}"
+        print(f"{label}: {n} points, median {med[jobs]:.2f} s = {n / med[jobs]:.2f} points/s (runs: {each})")
     print(f"{spec.name}{'' if plots else ' --no-plots'}: --jobs 2 is {med[1] / med[2]:.2f}× --jobs 1 "
           f"(median wall time ratio)")
 

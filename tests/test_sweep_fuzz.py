@@ -14,7 +14,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
 from test_sweep import run_main
 
 #: two one-block points (S0 128, S1 256)
@@ -141,8 +140,9 @@ def finished_sweep() -> Path:
 @SETTINGS
 @given(st.sampled_from(["results.jsonl", "references.jsonl", "sweep.json"]),
        st.one_of(st.binary(max_size=200),
-                 st.lists(st.one_of(values.map(lambda v: json.dumps(v, default=str)), st.just('{"key": "x", "status": "ok"}')),
-                          max_size=3).map(lambda lines: "\n".join(lines).encode())))
+                 st.lists(st.one_of(values.map(lambda v: json.dumps(v, default=str)),
+                                    st.just('{"key": "x", "status": "ok"}')), max_size=3)
+                 .map(lambda lines: "\n".join(lines).encode())))
 def test_any_bytes_in_the_sweep_directory(name, data):
     made = finished_sweep()
     with isolated():

@@ -8,8 +8,8 @@ import json
 import matplotlib
 from hypothesis import given
 from hypothesis import strategies as st
-
 from test_sweep import run_main
+
 from tfa_sim.sweep import point_key, sweep_report
 from tfa_sim.sweep.plots import label_color
 from tfa_sim.sweep.schema import SCHEMA

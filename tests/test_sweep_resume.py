@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_sweep import TINY, run_main, sweep_cli, write
+
 from tfa_sim.sweep import load_sweep, points, read_results
 from tfa_sim.sweep.execute import TEST_SIGNAL_ENV
 from tfa_sim.sweep.pool import WorkerPool
@@ -22,8 +22,8 @@ def killed_at(spec: Path, out: Path, signal_name: str, after: int, jobs: int) ->
     """Start a sweep that sends itself ``signal_name`` right after writing its ``after``-th row."""
     env = {**os.environ, TEST_SIGNAL_ENV: f"{signal_name}:{after}"}
     return subprocess.Popen([sys.executable, "-m", "tfa_sim", "sweep", str(spec), "--out", str(out), "--jobs",
-                             str(jobs), "--no-progress", "--no-plots"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             str(jobs), "--no-progress", "--no-plots"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

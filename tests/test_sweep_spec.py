@@ -7,8 +7,8 @@ import pathlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from test_sweep import TINY, run_main, write
+
 from tfa_sim.sweep import load_sweep, point_at, read_results
 from tfa_sim.sweep.points import indices
 from tfa_sim.sweep.spec import axis_values

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +23,7 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Mod: operator.mod}
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
 
 
 class ConstraintError(ValueError):
@@ -70,8 +71,10 @@ def _number(value: Any) -> Any:
     return value
 
 
-def _eval(node: ast.AST, config: dict[str, dict[str, Any]]) -> Any:
+def _eval(node: Any, config: dict[str, dict[str, Any]]) -> Any:
+    """Evaluate a node that :func:`parse` accepted (so its shape is known, hence ``Any``)."""
     if isinstance(node, ast.Attribute):
+        assert isinstance(node.value, ast.Name)  # parse_constraint allows only section.key
         return config[node.value.id][node.attr]
     if isinstance(node, ast.Constant):
         return node.value

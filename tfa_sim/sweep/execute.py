@@ -17,9 +17,10 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from tfa_sim.errors import InputError
 from tfa_sim.sweep.constraints import failed_constraint
@@ -44,7 +45,9 @@ class Plan:
 
 def plan(sweep: Sweep, done_points: set[str], done_references: set[str]) -> Plan:
     """The points not in ``done_points`` and the references (of shapes no point covers) not yet run."""
-    todo, shapes, covered = [], {}, set()
+    todo: list[tuple[float, int]] = []
+    shapes: dict[tuple, dict[str, Any]] = {}
+    covered: set[tuple] = set()
     for i in indices(sweep):
         p = point_at(sweep, i)
         full = filled(p["config"])
@@ -103,7 +106,7 @@ def _tasks(sweep: Sweep, work: Plan) -> Iterator[dict[str, Any]]:
     queue = [(c, False, i) for c, i in work.points] + [(cost(r["config"]), True, r) for r in work.references]
     queue.sort(key=lambda t: -t[0])
     for _cost, reference, what in queue:
-        yield _task(sweep, what if reference else point_at(sweep, what), reference)
+        yield _task(sweep, what if isinstance(what, dict) else point_at(sweep, what), reference)
 
 
 def _task(sweep: Sweep, point: dict[str, Any], reference: bool) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def _progress(total: int, done: int, enabled: bool) -> Any:
     return tqdm(total=total, initial=done, unit="pt", desc="sweep", disable=not enabled, smoothing=0.1)
 
 
-def _run_local(tasks: Iterator[dict[str, Any]], jobs: int, sweep: Sweep) -> Iterator[tuple[dict, dict]]:
+def _run_local(tasks: Iterator[dict[str, Any]], jobs: int, sweep: Sweep) -> Generator[tuple[dict, dict]]:
     """Rows from ``jobs`` worker processes (forked after the simulator is imported)."""
     runpoint = importlib.import_module("tfa_sim.sweep.runpoint")
     with WorkerPool(runpoint.run_task, jobs, sweep.point_timeout) as pool:
@@ -134,7 +137,7 @@ def _lost(point: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
             "status": "timeout" if kind == "timeout" else "error", "message": message}
 
 
-def _run_dask(tasks: Iterator[dict[str, Any]], jobs: int, scheduler: str | None) -> Iterator[tuple[dict, dict]]:
+def _run_dask(tasks: Iterator[dict[str, Any]], jobs: int, scheduler: str | None) -> Generator[tuple[dict, dict]]:
     """Rows from a dask.distributed LocalCluster of ``jobs`` processes, or the cluster at ``scheduler``."""
     try:
         from dask.distributed import Client, LocalCluster, as_completed
@@ -144,7 +147,7 @@ def _run_dask(tasks: Iterator[dict[str, Any]], jobs: int, scheduler: str | None)
 
     cluster = None if scheduler else LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                                   dashboard_address=None)
-    client = Client(cluster) if cluster is not None else _connect(scheduler)
+    client = _connect(scheduler) if scheduler else Client(cluster)
     try:
         futures = {client.submit(run_task, t, pure=False): t for t in tasks}
         for fut in as_completed(futures):

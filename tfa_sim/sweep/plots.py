@@ -57,7 +57,8 @@ def _groups(rows: list[dict[str, Any]], shape_axes: list[str]) -> list[tuple[dic
 
 def _best_by(ok: list[dict[str, Any]], keys: list[str], metric: str) -> dict[tuple, float]:
     """The best metric for each combination of ``keys`` values, over all other axes."""
-    pick, out = METRICS[metric], {}
+    pick = METRICS[metric]
+    out: dict[tuple, float] = {}
     for r in ok:
         k = tuple(r["overrides"][a] for a in keys)
         out[k] = r[metric] if k not in out else pick(out[k], r[metric])
@@ -192,7 +193,7 @@ def draw(out: Path, rows: list[dict[str, Any]], axes: list[str], metric: str) ->
     shape_axes, other = split_axes(_ok(rows), axes)
     per = f"one panel per {', '.join(_short(a) for a in shape_axes)}" if shape_axes else "one shape"
     better = "lower" if METRICS[metric] is min else "higher"
-    written = []
+    written: list[dict[str, Any]] = []
     for name, panels, drawer, size, note in (
             ("heatmap.png", heatmap_panels(rows, axes, metric), _draw_heatmap, (6, 4.5), "; grey: no ok point"),
             ("plot_preload.png", preload_panels(rows, axes, metric), _draw_lines, (6, 4), "")):

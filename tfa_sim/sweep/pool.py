@@ -20,8 +20,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 _END = object()
@@ -82,7 +83,7 @@ class WorkerPool:
     """``jobs`` worker processes running ``fn`` (a module-level function) on items."""
 
     def __init__(self, fn: Callable[[Any], Any], jobs: int, timeout: float = 0.0) -> None:
-        self._ctx = mp.get_context(start_method())
+        self._ctx: Any = mp.get_context(start_method())  # typeshed's BaseContext lacks Process
         self._fn, self._timeout = fn, timeout
         self._workers = [self._start() for _ in range(jobs)]
 

@@ -78,7 +78,9 @@ def sweep_report(out_dir: str | Path, plots: bool = True) -> dict[str, Any]:
                          f"these files are not from one sweep: rerun it into a new --out")
     shapes: dict[tuple, list] = {}
     for r in ok:
-        shapes.setdefault(shape_of(filled(r["config"])), []).append(r)
+        full = filled(r["config"])
+        assert full is not None  # read_results refuses ok rows without a full config
+        shapes.setdefault(shape_of(full), []).append(r)
     per_shape = [_shape_summary(shape, rs, metric, refs.get(shape)) for shape, rs in sorted(shapes.items(),
                                                                                            key=lambda kv: repr(kv[0]))]
     report = {"metric": metric, "points": len(rows), "status": status, "shapes": per_shape,

@@ -22,9 +22,10 @@ import io
 import json
 import math
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tfa_sim.errors import InputError
 from tfa_sim.sweep.schema import filled, show
