@@ -57,6 +57,7 @@ def test_set_override_and_yaml(tmp_path):
     ({"schedule": {"l0c": 4}}, "L0C accumulator"),
     ({"schedule": {"l0a": 16}}, "no CubeK"),
     ({"case": {"heads": 6, "kv_heads": 4}}, "GQA"),
+    ({"case": {"heads": 2**61 - 1, "kv_heads": 3}}, "use kv_heads=1"),  # a prime: the suggestion stays bounded
     ({"hardware": {"preset": "910c9"}}, "hardware.preset '910c9' unknown"),
     ({"hardware": {"cores": 99}}, "hardware.cores=99"),
 ])

@@ -11,9 +11,15 @@ from tfa_sim.errors import InputError
 from tfa_sim.hardware import load_hardware
 
 
+SUGGEST_SPAN = 4096  # how many multiples of ``step`` either side of the target a suggestion may look at
+
+
 def _divisors_near(n: int, target: int, step: int = 1) -> int | None:
-    """The divisor of ``n`` (a multiple of ``step``) closest to ``target``, or None."""
-    cands = [d for d in range(step, n + 1, step) if n % d == 0]
+    """The divisor of ``n`` (a multiple of ``step``) closest to ``target`` within :data:`SUGGEST_SPAN`
+    steps of it, or None; bounded so that a huge ``n`` gets an answer at once."""
+    base = target // step * step
+    window = range(max(step, base - SUGGEST_SPAN * step), min(n, base + SUGGEST_SPAN * step) + 1, step)
+    cands = [d for d in window if n % d == 0]
     return min(cands, key=lambda d: (abs(d - target), d)) if cands else None
 
 
