@@ -101,13 +101,16 @@ class Backend(Protocol):
 
 def combine_parts(o_parts: Sequence[np.ndarray], m_parts: Sequence[np.ndarray],
                   l_parts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The N chunks stacked as fp32 (N×rows×HEAD, N×rows, N×rows); ValueError on empty or mismatched parts."""
+    """The N chunks stacked as fresh C-contiguous fp32 (N×rows×HEAD, N×rows, N×rows).
+
+    ValueError on no parts or mismatched shapes, for both backends alike.
+    """
     n = len(o_parts)
     if n == 0 or len(m_parts) != n or len(l_parts) != n:
         raise ValueError(f"combine: need N ≥ 1 parts of each kind, got {n} o, {len(m_parts)} m, {len(l_parts)} l")
-    o = np.stack([np.asarray(v, dtype=F32) for v in o_parts])
-    m = np.stack([np.asarray(v, dtype=F32) for v in m_parts])
-    l = np.stack([np.asarray(v, dtype=F32) for v in l_parts])
+    o = np.ascontiguousarray(np.stack([np.asarray(v, dtype=F32) for v in o_parts]))
+    m = np.ascontiguousarray(np.stack([np.asarray(v, dtype=F32) for v in m_parts]))
+    l = np.ascontiguousarray(np.stack([np.asarray(v, dtype=F32) for v in l_parts]))
     if o.ndim != 3 or m.shape != o.shape[:2] or l.shape != o.shape[:2]:
         raise ValueError(f"combine: o parts must be rows×HEAD and m, l parts rows long; got o {o.shape[1:]}, "
                          f"m {m.shape[1:]}, l {l.shape[1:]}")
