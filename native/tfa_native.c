@@ -9,10 +9,12 @@
  * compiled twice, once for the baseline (SSE2) and once for AVX2, and picked
  * at run time with __builtin_cpu_supports.  Both copies come from the same
  * always-inline body, so they run the same operations in the same order.
- * Only the matmul copy may use FMA (see matmul_f32_body for why that is exact);
- * the AVX2 copy of every other kernel is compiled without FMA in its target.
+ * Only the fp16 matmul copy may use FMA (see matmul_f32_body for why that is
+ * exact); the bf16 matmul and the AVX2 copy of every other kernel are compiled
+ * without FMA in their target.
  *
- * No global state: scratch memory is on the stack or malloc'd per call.
+ * No global state: scratch memory is on the stack or malloc'd per call, and
+ * kernels that malloc return TFA_ERR_NOMEM instead of failing silently.
  */
 #include "tfa_native.h"
 

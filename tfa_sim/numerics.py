@@ -117,7 +117,7 @@ def apply_mask(x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     m = check_mask(mask, x.shape)
     if m is None:
         return x
-    with np.errstate(over="ignore"):  # x < −1.7e31 or so: the add rounds to −inf, as in C
+    with np.errstate(over="ignore"):  # x below about −3.5e32: the add rounds to −inf, as in C
         return np.where(m, x + MASK_VALUE, x).astype(F32, copy=False)
 
 
@@ -241,9 +241,10 @@ def tanh_tfa(x: np.ndarray) -> np.ndarray:
     5. result = r with the sign bit of x (so tanh(−0) = −0).
 
     Accuracy against float64 tanh rounded once to fp32: at most 1 ULP (``TANH_MAX_ULP``)
-    on every fp32 value in [−20, 20] (checked exhaustively once, and on dense samples
-    by tests/test_tanh_model.py); exactly rounded for 99.66 % of every 61st bit
-    pattern in [−20, 20] and 99.72 % of every 11th in [−1, 1].
+    on every fp32 value in [−20, 20] (all 2.2e9, measured once), exactly rounded for
+    99.661 % of them (84.4 % on [0.625, 2), the exp branch); ±1 beyond, correctly
+    rounded.  tests/test_tanh_model.py asserts the bound on every 61st bit pattern in
+    [−20, 20] (99.66 % exact) and every 23rd in [−1, 1] (99.72 % exact).
     """
     x = np.asarray(x, dtype=F32)
     bits = x.view(U32)
