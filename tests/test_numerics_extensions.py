@@ -165,6 +165,8 @@ def test_bad_mask_softcap_and_dtype_are_rejected(name):
         be.compute_p(x, None, None, F32(1), softcap=-1.0)
     with pytest.raises(ValueError, match="out_dtype"):
         be.compute_p(x, None, None, F32(1), out_dtype=F32)
+    with pytest.raises(ValueError, match="one value per row"):
+        be.compute_p(x, np.zeros(3, F32), np.ones(4, F32), F32(1))
 
 
 # --------------------------------------------------------------------------- max rules

@@ -42,10 +42,15 @@ def p_options(x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | Non
     """
     if (m_prev is None) != (l_prev is None):
         raise ValueError("compute_p: m_prev and l_prev are both None (first tile) or both given")
+    shape = np.shape(x)
+    if len(shape) != 2:
+        raise ValueError(f"compute_p: x must be a rows×cols tile, got shape {shape}")
+    for name, v in (("m_prev", m_prev), ("l_prev", l_prev)):
+        if v is not None and np.shape(v) != shape[:1]:
+            raise ValueError(f"compute_p: {name} must hold one value per row ({shape[0]}), got shape {np.shape(v)}")
     cap = F32(softcap)
     if not (np.isfinite(cap) and cap >= 0):
         raise ValueError(f"compute_p: softcap must be a finite number ≥ 0 (0 = off), got {softcap!r}")
-    shape = np.shape(x)
     return POptions(nx.check_mask(mask, shape), cap, nx.check_out_dtype(out_dtype))
 
 
