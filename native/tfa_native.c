@@ -9,10 +9,12 @@
  * compiled twice, once for the baseline (SSE2) and once for AVX2, and picked
  * at run time with __builtin_cpu_supports.  Both copies come from the same
  * always-inline body, so they run the same operations in the same order.
- * Only the matmul copy may use FMA (see matmul_f32_body for why that is exact);
- * the AVX2 copy of every other kernel is compiled without FMA in its target.
+ * Only the fp16 matmul copy may use FMA (see matmul_f32_body for why that is
+ * exact); the bf16 matmul and the AVX2 copy of every other kernel are compiled
+ * without FMA in their target.
  *
- * No global state: scratch memory is on the stack or malloc'd per call.
+ * No global state: scratch memory is on the stack or malloc'd per call, and
+ * kernels that malloc return TFA_ERR_NOMEM instead of failing silently.
  */
 #include "tfa_native.h"
 
@@ -56,6 +58,18 @@ static const float EXP_P4 = 0x1.555554p-3f;      /* F32(1.6666665459e-1) */
 static const float EXP_P5 = 0x1p-1f;             /* F32(5.0000001201e-1) == 0.5f */
 static const float EXP_X_MIN = -104.0f;
 static const float EXP_X_MAX = 89.0f;
+
+/* numerics.MASK_VALUE, added to masked scores */
+static const float TFA_MASK_VALUE = -0x1.ffffdcp+127f; /* F32(-3.40282e38) */
+
+/* numerics.tanh_tfa constants (Cephes tanhf) */
+static const float TANH_T0 = -0x1.75e1d4p-8f; /* F32(-5.70498872745e-3) */
+static const float TANH_T1 = 0x1.52269cp-6f;  /* F32(2.06390887954e-2) */
+static const float TANH_T2 = -0x1.b83c5ap-5f; /* F32(-5.37397155531e-2) */
+static const float TANH_T3 = 0x1.110726p-3f;  /* F32(1.33314422036e-1) */
+static const float TANH_T4 = -0x1.555532p-2f; /* F32(-3.33332819422e-1) */
+static const float TANH_X_SMALL = 0.625f;
+static const float TANH_X_SAT = 10.0f;
 
 /* numerics.REPEAT_F32: elements of one 256-byte fp32 vector repeat = row-sum chunk. */
 #define TFA_REPEAT_F32 64
@@ -128,6 +142,43 @@ TFA_INLINE uint16_t f32_to_f16(float f)
     return (uint16_t)(o | (sign >> 16));
 }
 
+/* bf16 -> fp32, exact: the 16 bits become the top half of the binary32
+ * (numerics.widen; NaN payloads kept). */
+TFA_INLINE float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+/* fp32 -> bf16: numerics.to_bf16, round to nearest even on the bits: adding
+ * 0x7fff plus the kept lsb rounds the 16 dropped bits to nearest even; a carry
+ * into the exponent gives the next binade or inf; subnormals round on the same
+ * grid.  NaN -> sign | 0x7fc0 (quiet, payload dropped), as ml_dtypes' cast. */
+TFA_INLINE uint16_t f32_to_bf16(float f)
+{
+    uint32_t x = f32_bits(f);
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    uint32_t nan = ((x >> 16) & 0x8000u) | 0x7fc0u;
+    return (uint16_t)select_u32(mask_u32((x & 0x7fffffffu) > 0x7f800000u), nan, rounded);
+}
+
+/* numerics.narrow(x, elem) of one value: x_exp's cast, round to nearest even. */
+TFA_INLINE uint16_t f32_to_narrow(float f, int elem)
+{
+    return elem == TFA_ELEM_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+}
+
+/* numerics.maximum: NaN propagates (a before b); equal values give the bitwise
+ * AND of the two patterns, so +0 beats -0 and the max is order-free. */
+TFA_INLINE float max_f32(float a, float b)
+{
+    if (a != a)
+        return a;
+    if (b != b)
+        return b;
+    if (a > b)
+        return a;
+    if (b > a)
+        return b;
+    return bits_f32(f32_bits(a) & f32_bits(b));
+}
+
 /* ------------------------------------------------------------------------ */
 /* exp models */
 
@@ -163,6 +214,45 @@ TFA_INLINE float exp_tfa1(float x)
     /* first product exact, second rounds once (correct subnormal results) */
     float out = (p * scale1) * scale2;
     return bits_f32(select_u32(nan_mask, f32_bits(x), f32_bits(out)));
+}
+
+/* exp of one value with model 0 (tfa) or 1 (libm). */
+TFA_INLINE float exp_model1(float x, int exp_model) { return exp_model == 0 ? exp_tfa1(x) : expf(x); }
+
+/* numerics.tanh_tfa, operation for operation (every line one fp32 rounding).
+ * Both branches are computed and one is selected, so the loop vectorises. */
+TFA_INLINE float tanh_tfa1(float x)
+{
+    uint32_t bits = f32_bits(x);
+    uint32_t nan_mask = mask_u32(x != x);
+    /* 1. a = |x|: the sign bit cleared */
+    float a = bits_f32(bits & 0x7fffffffu);
+    /* 2. a < 0.625: z = a·a; Horner p = (((T0·z + T1)·z + T2)·z + T3)·z + T4; r = ((p·z)·a) + a */
+    float z = a * a;
+    float p = TANH_T0;
+    p = p * z + TANH_T1;
+    p = p * z + TANH_T2;
+    p = p * z + TANH_T3;
+    p = p * z + TANH_T4;
+    float small = (p * z) * a + a;
+    /* 3. 0.625 <= a < 10: e = exp_tfa(a + a); r = 1 - 2/(e + 1) */
+    float e = exp_tfa1(a + a);
+    float large = 1.0f - 2.0f / (e + 1.0f);
+    /* 4. a >= 10: r = 1 */
+    uint32_t r = select_u32(mask_u32(a < TANH_X_SAT), f32_bits(large), 0x3f800000u);
+    r = select_u32(mask_u32(a < TANH_X_SMALL), f32_bits(small), r);
+    /* 5. the sign of x restored; NaN returned untouched */
+    r |= bits & 0x80000000u;
+    return bits_f32(select_u32(nan_mask, bits, r));
+}
+
+/* numerics.softcap_scores of one score: y = c·tanh(x·s / c) in the contract's order. */
+TFA_INLINE float softcap1(float x, float s, float c)
+{
+    float u = x * s;        /* softcap: u = x·s, one rounding */
+    float v = u / c;        /* softcap: v = u / c, correctly rounded division */
+    float w = tanh_tfa1(v); /* softcap: w = tanh_tfa(v) */
+    return w * c;           /* softcap: y = w·c, one rounding */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -218,9 +308,9 @@ TFA_INLINE void row_sum_body(const float *x, int rows, int cols, float *out)
 
 /* numerics.row_max: exact, so any order gives the same value; NaN propagates
  * (the first NaN of the row is returned).  Eight running maxima (one AVX2
- * vector, maxps) then combined in order.  Only a row whose max is a zero of
- * both signs could tell orders apart (numpy's own answer there depends on its
- * SIMD lanes); the pipeline never produces -0 scores (sums start from +0). */
+ * vector, maxps) then combined in order.  ±0 compare equal, so a row whose max
+ * is a zero gets its sign by the rule, not by the lanes: +0 if the row holds a
+ * +0, else -0 (numerics.row_max). */
 TFA_INLINE float row_max1(const float *x, int cols)
 {
     enum { LANES = 8 };
@@ -253,55 +343,142 @@ TFA_INLINE float row_max1(const float *x, int cols)
             if (x[j] != x[j])
                 return x[j];
     }
+    if (m == 0.0f) { /* row_max: +0 if the row holds a +0, else -0 */
+        m = -0.0f;
+        for (j = 0; j < cols; j++)
+            if (f32_bits(x[j]) == 0u)
+                m = 0.0f;
+    }
     return m;
 }
 
-TFA_INLINE void compute_p_body(const float *x, int rows, int cols, float s, int first, int exp_model,
-                               float *m_io, float *l_io, float *l1_exp_max, uint16_t *x_exp)
+/* The scores the recurrence runs on, one row (NumpyBackend.compute_p, before the max):
+ * capped: y = softcap(x), else y = x; then y + MASK_VALUE where mk != 0 (mk may be NULL). */
+TFA_INLINE void scores_row(const float *x, const uint8_t *mk, int cols, float s, float cap, int capped, float *y)
 {
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * (size_t)cols;
-        uint16_t *er = x_exp + (size_t)r * (size_t)cols;
-        float tile_max = cols > 0 ? row_max1(xr, cols) : -INFINITY;
+    if (capped) {
+        for (int j = 0; j < cols; j++)
+            y[j] = softcap1(x[j], s, cap);
+    } else {
+        memcpy(y, x, (size_t)cols * sizeof(float));
+    }
+    if (mk != NULL) {
+        for (int j = 0; j < cols; j++) {
+            float ym = y[j] + TFA_MASK_VALUE; /* apply_mask: y + MASK_VALUE, one fp32 add */
+            y[j] = bits_f32(select_u32(mask_u32(mk[j] != 0), f32_bits(ym), f32_bits(y[j])));
+        }
+    }
+}
+
+/* E of n scores (NumpyBackend._exp_shifted): capped E = exp(y - m); else
+ * E = exp((y - m)·s): subtract the max first (round), then scale (round). */
+TFA_INLINE void exp_shifted(const float *y, int n, float m, float s, int capped, int exp_model, float *e)
+{
+    if (exp_model == 0 && capped) {
+        for (int j = 0; j < n; j++)
+            e[j] = exp_tfa1(y[j] - m);
+    } else if (exp_model == 0) {
+        for (int j = 0; j < n; j++)
+            e[j] = exp_tfa1((y[j] - m) * s);
+    } else if (capped) {
+        for (int j = 0; j < n; j++)
+            e[j] = expf(y[j] - m);
+    } else {
+        for (int j = 0; j < n; j++)
+            e[j] = expf((y[j] - m) * s);
+    }
+}
+
+/* x_exp = narrow(E): CAST_ROUND to fp16 or bf16, round to nearest even. */
+TFA_INLINE void narrow_row(const float *e, int n, int elem, uint16_t *out)
+{
+    if (elem == TFA_ELEM_BF16) {
+        for (int j = 0; j < n; j++)
+            out[j] = f32_to_bf16(e[j]);
+    } else {
+        for (int j = 0; j < n; j++)
+            out[j] = f32_to_f16(e[j]);
+    }
+}
+
+/* The arguments of one compute_p call, passed down as one struct. */
+struct p_args {
+    const float *x;
+    const uint8_t *mask; /* NULL: no mask */
+    int rows, cols;
+    float s, cap; /* cap > 0: softcap on */
+    int first, exp_model, elem;
+    float *y; /* scratch, cols floats: the row's scores when mask or cap is set */
+    float *m_io, *l_io, *l1_exp_max;
+    uint16_t *x_exp;
+};
+
+TFA_INLINE void compute_p_body(const struct p_args *a)
+{
+    int cols = a->cols, capped = a->cap > 0.0f;
+    for (int r = 0; r < a->rows; r++) {
+        const float *y = a->x + (size_t)r * (size_t)cols;
+        uint16_t *er = a->x_exp + (size_t)r * (size_t)cols;
+        if (a->y != NULL) {
+            scores_row(y, a->mask != NULL ? a->mask + (size_t)r * (size_t)cols : NULL, cols, a->s, a->cap,
+                       capped, a->y);
+            y = a->y;
+        }
+        float tile_max = cols > 0 ? row_max1(y, cols) : -INFINITY;
         float m, l1;
-        if (first) {
+        if (a->first) {
             m = tile_max;
             l1 = 1.0f; /* np.ones_like(m) */
         } else {
-            float m_prev = m_io[r];
-            /* np.maximum(tile_max, m_prev): NaN propagates, ties return m_prev */
-            m = tile_max != tile_max ? tile_max : m_prev != m_prev ? m_prev : tile_max > m_prev ? tile_max : m_prev;
-            /* l1_exp_max = exp((M_prev - m)·s): subtract, round; scale, round; exp */
-            float t = (m_prev - m) * s;
-            l1 = exp_model == 0 ? exp_tfa1(t) : expf(t);
+            float m_prev = a->m_io[r];
+            m = max_f32(tile_max, m_prev); /* numerics.maximum(tile_max, m_prev) */
+            /* l1_exp_max = exp((M_prev - m)·s), capped exp(M_prev - m): subtract, round; scale, round */
+            float d = m_prev - m;
+            l1 = exp_model1(capped ? d : d * a->s, a->exp_model);
         }
         float tile_sum = 0.0f;
         for (int c0 = 0; c0 < cols; c0 += TFA_REPEAT_F32) {
             int nc = cols - c0 < TFA_REPEAT_F32 ? cols - c0 : TFA_REPEAT_F32;
-            const float *xc = xr + c0; /* pointers, not xr[c0 + j]: Python builds with */
-            uint16_t *ec = er + c0;    /* -fwrapv, which blocks vectorising int sums  */
             float e[TFA_REPEAT_F32];
-            /* E = exp((x - m)·s): subtract the max first (round), then scale (round) */
-            if (exp_model == 0) {
-                for (int j = 0; j < nc; j++)
-                    e[j] = exp_tfa1((xc[j] - m) * s);
-            } else {
-                for (int j = 0; j < nc; j++)
-                    e[j] = expf((xc[j] - m) * s);
-            }
-            /* x_exp = fp16(E): CAST_ROUND, round to nearest even */
-            for (int j = 0; j < nc; j++)
-                ec[j] = f32_to_f16(e[j]);
+            exp_shifted(y + c0, nc, m, a->s, capped, a->exp_model, e);
+            narrow_row(e, nc, a->elem, er + c0); /* x_exp = narrow(E) */
             /* tile_sum = row_sum(E) on the unrounded fp32 E */
             pad_chunk(e, nc);
             float t = chunk_tree_sum(e);
             tile_sum = c0 == 0 ? t : tile_sum + t;
         }
         /* L = l1_exp_max·L_prev + tile_sum: two roundings (no FMA) */
-        float l = first ? tile_sum : l1 * l_io[r] + tile_sum;
-        m_io[r] = m;
-        l_io[r] = l;
-        l1_exp_max[r] = l1;
+        float l = a->first ? tile_sum : l1 * a->l_io[r] + tile_sum;
+        a->m_io[r] = m;
+        a->l_io[r] = l;
+        a->l1_exp_max[r] = l1;
+    }
+}
+
+/* NumpyBackend.combine, row by row: the running max of the chunks' maxima, then
+ * the chunks in order, then one division. */
+TFA_INLINE void combine_body(const float *o_parts, const float *m_parts, const float *l_parts, int n_parts,
+                             int rows, int cols, float scale, int exp_model, float *out)
+{
+    size_t nc = cols > 0 ? (size_t)cols : 0, nr = rows > 0 ? (size_t)rows : 0;
+    for (int r = 0; r < rows; r++) {
+        float big_m = m_parts[r];
+        for (int n = 1; n < n_parts; n++)
+            big_m = max_f32(big_m, m_parts[(size_t)n * nr + r]); /* combine: M = maximum(M, m_n) */
+        float *orow = out + (size_t)r * nc;
+        for (size_t c = 0; c < nc; c++)
+            orow[c] = 0.0f; /* combine: acc_o = +0 */
+        float acc_l = 0.0f;
+        for (int n = 0; n < n_parts; n++) {
+            const float *on = o_parts + ((size_t)n * nr + (size_t)r) * nc;
+            /* combine: f = exp((m_n - M)·scale): subtract, round; scale, round; exp */
+            float f = exp_model1((m_parts[(size_t)n * nr + r] - big_m) * scale, exp_model);
+            for (size_t c = 0; c < nc; c++)
+                orow[c] = orow[c] + f * on[c]; /* combine: acc_o + f·o_n, two roundings */
+            acc_l = acc_l + f * l_parts[(size_t)n * nr + r]; /* combine: acc_l + f·l_n, two roundings */
+        }
+        for (size_t c = 0; c < nc; c++)
+            orow[c] = orow[c] / acc_l; /* combine: O = acc_o / acc_l, one rounding */
     }
 }
 
@@ -316,10 +493,21 @@ TFA_INLINE void exp_body(const float *x, float *out, long n, int exp_model)
     }
 }
 
-TFA_INLINE void to_fp16_body(const float *x, uint16_t *out, long n)
+TFA_INLINE void tanh_body(const float *x, float *out, long n)
 {
     for (long i = 0; i < n; i++)
-        out[i] = f32_to_f16(x[i]); /* CAST_ROUND, round to nearest even */
+        out[i] = tanh_tfa1(x[i]);
+}
+
+TFA_INLINE void narrow_body(const float *x, uint16_t *out, long n, int elem)
+{
+    if (elem == TFA_ELEM_BF16) {
+        for (long i = 0; i < n; i++)
+            out[i] = f32_to_bf16(x[i]); /* narrow: CAST_ROUND to bf16, round to nearest even */
+    } else {
+        for (long i = 0; i < n; i++)
+            out[i] = f32_to_f16(x[i]); /* narrow: CAST_ROUND to fp16, round to nearest even */
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -333,11 +521,13 @@ TFA_INLINE void to_fp16_body(const float *x, uint16_t *out, long n)
 /* out (m×n) = a (m×kdim) · b (kdim×n), fp32 values that are exact fp16 values.
  * out[i][j] = ((0 + a[i][0]·b[0][j]) + a[i][1]·b[1][j]) + ... sequentially in k.
  *
- * use_fma: a product of two fp16 values has at most 22 significant bits and an
- * exponent in [-48, 32], so it is exact in fp32; fma(a, b, acc) rounds
- * acc + a·b once, exactly like the rounded add after an exact multiply
- * (signed zeros included).  FMA is therefore bit-identical here, and only here:
- * nowhere else are the products exact. */
+ * use_fma (fp16 operands only): a product of two fp16 values has at most 22
+ * significant bits and an exponent in [-48, 32], so it is exact in fp32;
+ * fma(a, b, acc) rounds acc + a·b once, exactly like the rounded add after an
+ * exact multiply (signed zeros included).  FMA is therefore bit-identical here,
+ * and only here: nowhere else are the products exact.  Not for bf16: a bf16
+ * product can overflow or fall below 2^-126, and then the contract's rounded
+ * multiply and fma differ. */
 TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim, int n, float *out, int use_fma)
 {
 #define TFA_MADD(x, y, acc) (use_fma ? __builtin_fmaf((x), (y), (acc)) : (acc) + (x) * (y))
@@ -411,6 +601,13 @@ TFA_INLINE void f16_to_f32_body(const uint16_t *h, float *f, size_t n)
         f[i] = f16_to_f32(h[i]);
 }
 
+/* bf16 -> fp32 of n contiguous values (exact). */
+TFA_INLINE void bf16_to_f32_body(const uint16_t *h, float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        f[i] = bf16_to_f32(h[i]);
+}
+
 /* Transpose fp32 src (rows × cols) into dst (cols × rows), in 8×8 blocks. */
 TFA_INLINE void transpose_body(const float *src, int rows, int cols, float *dst)
 {
@@ -433,42 +630,60 @@ static void matmul_f32_base(const float *a, const float *b, int m, int kdim, int
 {
     matmul_f32_body(a, b, m, kdim, n, out, 0);
 }
-static void f16_to_f32_base(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
-static void transpose_base(const float *src, int rows, int cols, float *dst) { transpose_body(src, rows, cols, dst); }
-static void compute_p_base(const float *x, int rows, int cols, float s, int first, int exp_model, float *m_io,
-                           float *l_io, float *l1_exp_max, uint16_t *x_exp)
+static void matmul_nofma_base(const float *a, const float *b, int m, int kdim, int n, float *out)
 {
-    compute_p_body(x, rows, cols, s, first, exp_model, m_io, l_io, l1_exp_max, x_exp);
+    matmul_f32_body(a, b, m, kdim, n, out, 0);
+}
+static void f16_to_f32_base(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
+static void bf16_to_f32_base(const uint16_t *h, float *f, size_t n) { bf16_to_f32_body(h, f, n); }
+static void transpose_base(const float *src, int rows, int cols, float *dst) { transpose_body(src, rows, cols, dst); }
+static void compute_p_base(const struct p_args *a) { compute_p_body(a); }
+static void combine_base(const float *o_parts, const float *m_parts, const float *l_parts, int n_parts, int rows,
+                         int cols, float scale, int exp_model, float *out)
+{
+    combine_body(o_parts, m_parts, l_parts, n_parts, rows, cols, scale, exp_model, out);
 }
 static void exp_base(const float *x, float *out, long n, int exp_model) { exp_body(x, out, n, exp_model); }
+static void tanh_base(const float *x, float *out, long n) { tanh_body(x, out, n); }
 static void row_sum_base(const float *x, int rows, int cols, float *out) { row_sum_body(x, rows, cols, out); }
-static void to_fp16_base(const float *x, uint16_t *out, long n) { to_fp16_body(x, out, n); }
+static void narrow_base(const float *x, uint16_t *out, long n, int elem) { narrow_body(x, out, n, elem); }
 
 #if TFA_DISPATCH
 TFA_TARGET_AVX2_FMA static void matmul_f32_avx2(const float *a, const float *b, int m, int kdim, int n, float *out)
 {
     matmul_f32_body(a, b, m, kdim, n, out, 1);
 }
+/* the bf16 matmul: AVX2 without fma in the target (mul, then add) */
+TFA_TARGET_AVX2 static void matmul_nofma_avx2(const float *a, const float *b, int m, int kdim, int n, float *out)
+{
+    matmul_f32_body(a, b, m, kdim, n, out, 0);
+}
 TFA_TARGET_AVX2 static void f16_to_f32_avx2(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
+TFA_TARGET_AVX2 static void bf16_to_f32_avx2(const uint16_t *h, float *f, size_t n) { bf16_to_f32_body(h, f, n); }
 TFA_TARGET_AVX2 static void transpose_avx2(const float *src, int rows, int cols, float *dst)
 {
     transpose_body(src, rows, cols, dst);
 }
 /* no "fma" in these targets: the compiler cannot fuse even if asked to */
-TFA_TARGET_AVX2 static void compute_p_avx2(const float *x, int rows, int cols, float s, int first, int exp_model,
-                                           float *m_io, float *l_io, float *l1_exp_max, uint16_t *x_exp)
+TFA_TARGET_AVX2 static void compute_p_avx2(const struct p_args *a) { compute_p_body(a); }
+TFA_TARGET_AVX2 static void combine_avx2(const float *o_parts, const float *m_parts, const float *l_parts,
+                                         int n_parts, int rows, int cols, float scale, int exp_model, float *out)
 {
-    compute_p_body(x, rows, cols, s, first, exp_model, m_io, l_io, l1_exp_max, x_exp);
+    combine_body(o_parts, m_parts, l_parts, n_parts, rows, cols, scale, exp_model, out);
 }
 TFA_TARGET_AVX2 static void exp_avx2(const float *x, float *out, long n, int exp_model)
 {
     exp_body(x, out, n, exp_model);
 }
+TFA_TARGET_AVX2 static void tanh_avx2(const float *x, float *out, long n) { tanh_body(x, out, n); }
 TFA_TARGET_AVX2 static void row_sum_avx2(const float *x, int rows, int cols, float *out)
 {
     row_sum_body(x, rows, cols, out);
 }
-TFA_TARGET_AVX2 static void to_fp16_avx2(const float *x, uint16_t *out, long n) { to_fp16_body(x, out, n); }
+TFA_TARGET_AVX2 static void narrow_avx2(const float *x, uint16_t *out, long n, int elem)
+{
+    narrow_body(x, out, n, elem);
+}
 
 static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
 static int have_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
@@ -480,24 +695,25 @@ static int have_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __buil
 /* ------------------------------------------------------------------------ */
 /* public kernels */
 
-/* fp16 a (m×kdim) · fp16 b (kdim×n, or n×kdim when b_is_rows_of_bt) -> fp32 out. */
-static void matmul_f16(const uint16_t *a, const uint16_t *b, int m, int kdim, int n, int b_transposed, float *out)
+/* narrow a (m×kdim) · narrow b (kdim×n, or n×kdim when b_transposed) -> fp32 out;
+ * elem says whether a and b hold fp16 or bf16. */
+static int matmul_narrow(const uint16_t *a, const uint16_t *b, int m, int kdim, int n, int b_transposed, int elem,
+                         float *out)
 {
+    if (elem != TFA_ELEM_F16 && elem != TFA_ELEM_BF16)
+        return TFA_ERR_ARG;
     if (m <= 0 || n <= 0)
-        return;
+        return TFA_OK;
     size_t na = (size_t)m * (size_t)kdim, nb = (size_t)kdim * (size_t)n;
     /* one scratch: a as fp32, b as fp32 (kdim×n), and b's rows before transposing */
     size_t total = na + nb + (b_transposed ? nb : 0);
     float *scratch = malloc((total > 0 ? total : 1) * sizeof(float));
-    if (scratch == NULL) {
-        /* out of memory: no way to report through a void kernel; NaN marks the result */
-        for (size_t i = 0; i < (size_t)m * (size_t)n; i++)
-            out[i] = NAN;
-        return;
-    }
+    if (scratch == NULL)
+        return TFA_ERR_NOMEM;
     float *a32 = scratch, *b32 = scratch + na;
-    void (*cvt)(const uint16_t *, float *, size_t) = TFA_PICK(have_avx2(), f16_to_f32);
-    /* matmul_f16: a32 = a.astype(F32), b32 = b.astype(F32), both exact */
+    void (*cvt)(const uint16_t *, float *, size_t) =
+        elem == TFA_ELEM_BF16 ? TFA_PICK(have_avx2(), bf16_to_f32) : TFA_PICK(have_avx2(), f16_to_f32);
+    /* matmul: a32 = widen(a), b32 = widen(b), both exact */
     cvt(a, a32, na);
     if (b_transposed) {
         float *bt32 = b32 + nb; /* n×kdim */
@@ -506,24 +722,48 @@ static void matmul_f16(const uint16_t *a, const uint16_t *b, int m, int kdim, in
     } else {
         cvt(b, b32, nb);
     }
-    TFA_PICK(have_avx2_fma(), matmul_f32)(a32, b32, m, kdim, n, out);
+    if (elem == TFA_ELEM_F16)
+        TFA_PICK(have_avx2_fma(), matmul_f32)(a32, b32, m, kdim, n, out); /* exact products: fma allowed */
+    else
+        TFA_PICK(have_avx2(), matmul_nofma)(a32, b32, m, kdim, n, out); /* bf16: rounded product, then add */
     free(scratch);
+    return TFA_OK;
 }
 
-void tfa_compute_qk(const uint16_t *q, const uint16_t *k, int m, int n, int kdim, float *out)
+int tfa_compute_qk(const uint16_t *q, const uint16_t *k, int m, int n, int kdim, int elem, float *out)
 {
-    matmul_f16(q, k, m, kdim, n, 1, out);
+    return matmul_narrow(q, k, m, kdim, n, 1, elem, out);
 }
 
-void tfa_compute_pv(const uint16_t *p, const uint16_t *v, int m, int kdim, int n, float *out)
+int tfa_compute_pv(const uint16_t *p, const uint16_t *v, int m, int kdim, int n, int elem, float *out)
 {
-    matmul_f16(p, v, m, kdim, n, 0, out);
+    return matmul_narrow(p, v, m, kdim, n, 0, elem, out);
 }
 
-void tfa_compute_p(const float *x, int rows, int cols, float scale, int first, int exp_model, float *m_io,
-                   float *l_io, float *l1_exp_max, uint16_t *x_exp)
+int tfa_compute_p(const float *x, const uint8_t *mask, int rows, int cols, float scale, float softcap, int first,
+                  int exp_model, int out_elem, float *m_io, float *l_io, float *l1_exp_max, uint16_t *x_exp)
 {
-    TFA_PICK(have_avx2(), compute_p)(x, rows, cols, scale, first, exp_model, m_io, l_io, l1_exp_max, x_exp);
+    if ((out_elem != TFA_ELEM_F16 && out_elem != TFA_ELEM_BF16) || (exp_model != 0 && exp_model != 1))
+        return TFA_ERR_ARG;
+    struct p_args a = {x, mask, rows, cols, scale, softcap, first, exp_model, out_elem, NULL,
+                       m_io, l_io, l1_exp_max, x_exp};
+    if ((mask != NULL || softcap > 0.0f) && cols > 0) { /* the row's scores are built once, read twice */
+        a.y = malloc((size_t)cols * sizeof(float));
+        if (a.y == NULL)
+            return TFA_ERR_NOMEM;
+    }
+    TFA_PICK(have_avx2(), compute_p)(&a);
+    free(a.y);
+    return TFA_OK;
+}
+
+int tfa_combine(const float *o_parts, const float *m_parts, const float *l_parts, int n_parts, int rows, int cols,
+                float scale, int exp_model, float *out)
+{
+    if (n_parts < 1 || (exp_model != 0 && exp_model != 1))
+        return TFA_ERR_ARG;
+    TFA_PICK(have_avx2(), combine)(o_parts, m_parts, l_parts, n_parts, rows, cols, scale, exp_model, out);
+    return TFA_OK;
 }
 
 void tfa_compute_gu(float *o, const float *pv, const float *l1_exp_max, int rows, int cols, int first)
@@ -563,7 +803,15 @@ void tfa_row_sum(const float *x, int rows, int cols, float *out)
     TFA_PICK(have_avx2(), row_sum)(x, rows, cols, out);
 }
 
-void tfa_to_fp16(const float *x, uint16_t *out, long n)
+void tfa_tanh(const float *x, float *out, long n)
 {
-    TFA_PICK(have_avx2(), to_fp16)(x, out, n);
+    TFA_PICK(have_avx2(), tanh)(x, out, n);
+}
+
+int tfa_narrow(const float *x, uint16_t *out, long n, int elem)
+{
+    if (elem != TFA_ELEM_F16 && elem != TFA_ELEM_BF16)
+        return TFA_ERR_ARG;
+    TFA_PICK(have_avx2(), narrow)(x, out, n, elem);
+    return TFA_OK;
 }

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from tfa_sim import numerics as nx
 from tfa_sim.backends import get_backend
-from tfa_sim.backends.native_backend import NativeBackend, native_exp, native_row_sum, native_to_fp16
+from tfa_sim.backends.native_backend import (
+    NativeBackend,
+    native_exp,
+    native_narrow,
+    native_row_sum,
+    native_to_fp16,
+)
 from tfa_sim.backends.numpy_backend import NumpyBackend
 from tfa_sim.errors import InputError
 
@@ -421,3 +427,237 @@ def test_missing_extension_is_an_input_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "tfa_sim._native", None)  # makes the import fail
     with pytest.raises(InputError, match="native backend not built"):
         NativeBackend()
+
+
+# =========================================================================== bf16, masks, softcap, combine
+
+BF16 = nx.BF16
+OUT_DTYPES = {"fp16": np.dtype(F16), "bf16": BF16}
+
+
+def randn_bf16(rng, shape, scale=1.0) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(F32).astype(BF16)
+
+
+def bf16_edge_values() -> np.ndarray:
+    """bf16 ±0, subnormals, tiny and huge normals (products under- and overflow fp32), ordinary values."""
+    bits = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x8080, 0x0D00, 0x8D00, 0x7F7F, 0xFF7F,
+                     0x7000, 0xF000, 0x3F80, 0xBF80, 0x3EAB, 0x4049, 0xC0F0], np.uint16)
+    return bits.view(BF16)
+
+
+BF16_QK_SHAPES = {"ref_q_128x128_k_128x128": (128, 128, 128), "odd_m_37_n_96_head_32": (37, 96, 32),
+                  "odd_m_5_n_33_head_7": (5, 33, 7), "m_130_n_130_head_129": (130, 130, 129)}
+
+
+@pytest.mark.parametrize("shape", BF16_QK_SHAPES.values(), ids=BF16_QK_SHAPES.keys())
+def test_compute_qk_and_pv_bf16_bits(shape, numpy_backend, native_backend):
+    m, n, head = shape
+    rng = np.random.default_rng(m * 1000 + n + head + 1)
+    q, k = randn_bf16(rng, (m, head), 4.0), randn_bf16(rng, (n, head), 4.0)
+    assert_bits_equal(native_backend.compute_qk(q, k), numpy_backend.compute_qk(q, k), "compute_qk[bf16]")
+    p, v = rng.random((m, n)).astype(F32).astype(BF16), randn_bf16(rng, (n, head))
+    assert_bits_equal(native_backend.compute_pv(p, v), numpy_backend.compute_pv(p, v), "compute_pv[bf16]")
+
+
+@pytest.mark.parametrize("kernel", ["compute_qk", "compute_pv"])
+def test_matmul_bf16_edge_values(kernel, numpy_backend, native_backend):
+    """Products that overflow to inf (sums reach inf − inf = NaN) or fall below 2^-126: no FMA on bf16."""
+    rng = np.random.default_rng(21)
+    edge, small = bf16_edge_values(), bf16_edge_values()[:9]  # small: ±0, subnormals, tiny normals
+    a = np.concatenate([rng.choice(small, (20, 64)), rng.choice(edge, (20, 64))])  # rows: small, then any
+    b = np.concatenate([rng.choice(small, (12, 64)), rng.choice(edge, (12, 64))])  # rows of K / columns of V
+    if kernel == "compute_pv":
+        b = np.ascontiguousarray(b.T)
+    got, want = getattr(native_backend, kernel)(a, b), getattr(numpy_backend, kernel)(a, b)
+    assert_bits_equal(got, want, f"{kernel}[bf16 edges]")
+    assert np.isinf(want).any() and np.isnan(want).any(), "the data must overflow"
+    tiny = np.abs(want[np.isfinite(want)])
+    assert np.any((tiny > 0) & (tiny < 2.0 ** -126)), "the data must reach fp32 subnormals"
+
+
+def test_matmul_bf16_fma_would_differ():
+    """A case where fma(a, b, acc) and the contract's rounded product + add differ: the test has teeth."""
+    a = np.array([[2.0 ** -75, 2.0 ** -75]], F32).astype(BF16)
+    b = np.array([[2.0 ** -75], [1.5 * 2.0 ** -75]], F32).astype(BF16)  # products 2^-150 and 1.5·2^-150
+    want = np.float32(np.float32(0) + np.float32(2.0 ** -150)) + np.float32(np.float32(1.5 * 2.0 ** -150))
+    assert want == np.float32(2.0 ** -149), "0 + 2^-149 (the 1.5·2^-150 product rounds up to 2^-149)"
+    for be in (NumpyBackend(), NativeBackend()):
+        assert be.compute_pv(a, b)[0, 0] == want
+
+
+def fp32_rounding_probes_bf16() -> np.ndarray:
+    """Every finite positive bf16 value as fp32, the midpoints to the next one, ±1 ULP around them; both signs."""
+    h = (np.arange(0, 0x7F80, dtype=np.uint32) << 16).view(F32)
+    mid = (h.view(np.uint32) + np.uint32(0x8000)).view(F32)
+    probes = np.concatenate([h, mid, np.nextafter(mid, F32(0)), np.nextafter(mid, F32(np.inf))])
+    return np.concatenate([probes, -probes])
+
+
+NARROW_INPUTS = {  # id → (inputs, dtype); the fp16 cast of TO_FP16_INPUTS is test_to_fp16_bits
+    **{f"{name}-bf16": (make, BF16) for name, make in TO_FP16_INPUTS.items()},
+    "every_bf16_value_and_tie-bf16": (fp32_rounding_probes_bf16, BF16),
+    "every_bf16_value_and_tie-fp16": (fp32_rounding_probes_bf16, np.dtype(F16)),
+}
+
+
+@pytest.mark.parametrize(("make", "dtype"), NARROW_INPUTS.values(), ids=NARROW_INPUTS.keys())
+def test_narrow_bits(make, dtype):
+    x = make()
+    assert_bits_equal(native_narrow(x, dtype), nx.narrow(x, dtype), f"narrow[{dtype}] on {x.size} values")
+
+
+def p_mask(kind: str, rng, rows: int, cols: int) -> np.ndarray | None:
+    """The masks compute_p is tested with; every kind but none has at least one fully masked row."""
+    if kind == "none":
+        return None
+    if kind == "causal":  # rows 0..rows-1 at global rows 100.., columns from 120: the first rows see nothing
+        return nx.causal_mask(100, 120, rows, cols)
+    if kind == "window":  # rows below the tile: the last rows' windows start beyond it
+        return nx.window_mask(cols + 220 - rows // 2, 0, rows, cols, 220)
+    mask = rng.random((rows, cols)) < 0.5
+    mask[rows // 2] = True
+    return mask
+
+
+SOFTCAPS = {"off": 0.0, "gemma_30": 30.0, "strong_0.5": 0.5, "tiny_1e-40": 1e-40}
+
+
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES.values(), ids=OUT_DTYPES.keys())
+@pytest.mark.parametrize("softcap", SOFTCAPS.values(), ids=SOFTCAPS.keys())
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "window", "random"])
+@pytest.mark.parametrize("tile", ["first_tile", "later_tile"])
+def test_compute_p_mask_softcap_bits(tile, mask_kind, softcap, out_dtype, numpy_backend, native_backend):
+    rng = np.random.default_rng(len(mask_kind) * 100 + int(softcap) + (tile == "later_tile"))
+    rows, cols = 32, 200
+    x = scores(rng, rows, cols, 64)
+    mask = p_mask(mask_kind, rng, rows, cols)
+    if mask is not None:
+        assert mask.all(axis=1).any(), "a row entirely masked in this tile"
+    s = F32(1 / np.sqrt(64))
+    m_prev = l_prev = None
+    if tile == "later_tile":
+        m_prev = (nx.row_max(x) * F32(0.5 if softcap == 0 else 0.01) + rng.uniform(-5, 5, rows)).astype(F32)
+        m_prev[0], m_prev[1] = nx.MASK_VALUE, -0.0  # earlier tiles fully masked; a -0 running max
+        l_prev = rng.uniform(1, 500, rows).astype(F32)
+    args = (x, m_prev, l_prev, s, mask, softcap, out_dtype)
+    want = numpy_backend.compute_p(*args)
+    assert want.x_exp.dtype == out_dtype
+    assert_presult_equal(native_backend.compute_p(*args), want, f"compute_p[{tile}, {mask_kind}, {softcap}]")
+
+
+def edge_scores(rng, rows: int, cols: int) -> np.ndarray:
+    """Scores with ±0, subnormals, huge magnitudes near ±FLT_MAX, and rows of zeros of both signs."""
+    pool = f32_from_bits([0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF,
+                          0x7F7FFFFF, 0xFF7FFFFF, 0x7F000000, 0xFF000000, f32_bits_of(1e30), f32_bits_of(-1e30),
+                          f32_bits_of(3.5), f32_bits_of(-7.25), f32_bits_of(1e-30), f32_bits_of(nx.MASK_VALUE)])
+    x = rng.choice(pool, (rows, cols))
+    x[0] = rng.choice(pool[:2], cols)  # max is a zero of both signs
+    x[1] = rng.choice(pool[:6], cols)  # zeros and subnormals only
+    x[2] = -0.0
+    return x
+
+
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES.values(), ids=OUT_DTYPES.keys())
+@pytest.mark.parametrize("softcap", [0.0, 30.0, 1e-40], ids=["off", "30", "tiny"])
+@pytest.mark.parametrize("tile", ["first_tile", "later_tile"])
+def test_compute_p_edge_scores_bits(tile, softcap, out_dtype, numpy_backend, native_backend):
+    """±0, subnormal and huge scores (masking may round them to −inf: NaN rows), masked entries."""
+    rng = np.random.default_rng(31)
+    rows, cols = 16, 136
+    x = edge_scores(rng, rows, cols)
+    mask = rng.random((rows, cols)) < 0.25
+    mask[3] = True  # entirely masked
+    m_prev = l_prev = None
+    if tile == "later_tile":
+        m_prev = rng.choice(f32_from_bits([0, 0x80000000, f32_bits_of(nx.MASK_VALUE), f32_bits_of(2.0)]), rows)
+        l_prev = rng.uniform(0, 100, rows).astype(F32)
+    for mk in (None, mask):
+        args = (x, m_prev, l_prev, F32(0.125), mk, softcap, out_dtype)
+        assert_presult_equal(native_backend.compute_p(*args), numpy_backend.compute_p(*args),
+                             f"compute_p[edges, {tile}, softcap {softcap}, mask {mk is not None}]")
+
+
+def combine_inputs(rng, n: int, rows: int, cols: int):
+    o = [(rng.standard_normal((rows, cols)) * 10.0 ** rng.uniform(-3, 3, (rows, 1))).astype(F32) for _ in range(n)]
+    m = [rng.uniform(-30, 30, rows).astype(F32) for _ in range(n)]
+    l = [rng.uniform(0.5, 3000, rows).astype(F32) for _ in range(n)]
+    return o, m, l
+
+
+@pytest.mark.parametrize("n_parts", [1, 2, 5, 16])
+@pytest.mark.parametrize("scale", [F32(1 / np.sqrt(128)), F32(1.0)], ids=["scale_s", "scale_1_softcap"])
+def test_combine_bits(n_parts, scale, numpy_backend, native_backend):
+    rng = np.random.default_rng(n_parts)
+    o, m, l = combine_inputs(rng, n_parts, 24, 72)
+    m[0][0] = nx.MASK_VALUE  # chunk 0 saw only masked keys in row 0
+    m[-1][1], m[0][1] = -0.0, 0.0  # zero maxima of both signs
+    m[-1][2] = m[0][2]  # a tie
+    o[0][3] = -0.0
+    o_before = [v.copy() for v in o]
+    got = native_backend.combine(o, m, l, scale)
+    assert_bits_equal(got, numpy_backend.combine(o, m, l, scale), f"combine[{n_parts} parts]")
+    for before, after in zip(o_before, o):
+        assert_bits_equal(after, before, "combine must not modify its inputs")
+
+
+def test_combine_edge_rows(numpy_backend, native_backend):
+    """All chunks of a row masked (M = MASK_VALUE), l = 0 (0/0 = NaN), views as parts."""
+    rng = np.random.default_rng(41)
+    o, m, l = combine_inputs(rng, 3, 8, 16)
+    for part in m:
+        part[0] = nx.MASK_VALUE
+    for part in l:
+        part[1] = 0.0
+    o = [np.asfortranarray(v) for v in o]
+    assert_bits_equal(native_backend.combine(o, m, l, F32(0.1)), numpy_backend.combine(o, m, l, F32(0.1)),
+                      "combine[edges]")
+
+
+def test_combine_libm_model_is_close():
+    rng = np.random.default_rng(42)
+    o, m, l = combine_inputs(rng, 4, 16, 32)
+    want = get_backend("numpy", "libm").combine(o, m, l, F32(0.09))
+    np.testing.assert_allclose(get_backend("native", "libm").combine(o, m, l, F32(0.09)), want, rtol=1e-5)
+
+
+def run_tiles(be, q, k, v, s, mask_fn, softcap, tile_s1, first_col):
+    """QK → P → PV → GU over the keys of one chunk; every intermediate, and the final (O, M, L)."""
+    state, seen = (None, None, None), []
+    for c0 in range(0, k.shape[0], tile_s1):
+        x = be.compute_qk(q, k[c0:c0 + tile_s1])
+        mm, ll, o = state
+        pr = be.compute_p(x, mm, ll, s, mask_fn(first_col + c0, x.shape[1]), softcap, q.dtype)
+        pv = be.compute_pv(pr.x_exp, v[c0:c0 + tile_s1])
+        o = be.compute_gu(o, pv, pr.l1_exp_max)
+        state = (pr.m2_global_max, pr.l2_global_sum, o)
+        seen += [x, *pr, pv, o]
+    return seen, state
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 40), head=st.integers(1, 136), tile_s1=st.integers(1, 200), tiles=st.integers(1, 4),
+       chunks=st.integers(1, 3), bf16=st.booleans(), mask_kind=st.sampled_from(["none", "causal", "window"]),
+       softcap=st.sampled_from([0.0, 0.0, 50.0, 5.0, 0.3]), magnitude=st.sampled_from([1e-3, 1.0, 8.0, 60.0]),
+       seed=st.integers(0, 2**32 - 1))
+def test_pipeline_with_bf16_masks_softcap_and_combine_property(m, head, tile_s1, tiles, chunks, bf16, mask_kind,
+                                                                softcap, magnitude, seed):
+    """Any shape, dtype, mask and cap: every intermediate of every chunk, the combine and O are bit-identical."""
+    rng = np.random.default_rng(seed)
+    make = randn_bf16 if bf16 else randn16
+    row0 = int(rng.integers(0, chunks * tiles * tile_s1 + 1))
+    window = int(rng.integers(1, chunks * tiles * tile_s1 + 2))
+    masks = {"none": lambda c0, n: None, "causal": lambda c0, n: nx.causal_mask(row0, c0, m, n),
+             "window": lambda c0, n: nx.window_mask(row0, c0, m, n, window)}
+    q, s = make(rng, (m, head), magnitude), F32(1 / np.sqrt(head))
+    span = tiles * tile_s1
+    k, v = make(rng, (chunks * span, head), magnitude), make(rng, (chunks * span, head), magnitude)
+    parts = {}
+    for be in (NumpyBackend(), NativeBackend()):
+        parts[be.name] = [run_tiles(be, q, k[c:c + span], v[c:c + span], s, masks[mask_kind], softcap, tile_s1, c)
+                          for c in range(0, chunks * span, span)]
+        mm, ll, o = zip(*(state for _, state in parts[be.name]))
+        parts[be.name].append(([be.combine(o, mm, ll, F32(1) if softcap else s), be.normalize(o[0], ll[0])], None))
+    for n, ((got, _), (want, _)) in enumerate(zip(parts["native"], parts["numpy"])):
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_bits_equal(g, w, f"chunk {n} tensor {i}")

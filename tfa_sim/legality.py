@@ -10,7 +10,6 @@ from tfa_sim.config import Config
 from tfa_sim.errors import InputError
 from tfa_sim.hardware import load_hardware
 
-
 SUGGEST_SPAN = 4096  # how many multiples of ``step`` either side of the target a suggestion may look at
 
 

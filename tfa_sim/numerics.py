@@ -13,16 +13,33 @@ here once:
   results are then added in order, left to right.
 * exp: :func:`exp_tfa`, a fully specified fp32 algorithm (below); ``libm``
   is kept for comparison only and is not bit-identical across backends.
-* fp32 → fp16: round to nearest even (the kernel's ``CAST_ROUND``).
+* fp32 → fp16 or bf16 (:func:`narrow`): round to nearest even (the kernel's
+  ``CAST_ROUND``).
+* bf16 operands: products of two bf16 values are one rounded fp32 multiply
+  (exact unless they overflow or fall below 2^-126), then the same sequential
+  fp32 sum.
+* masks: ``MASK_VALUE`` is added (one fp32 add) to the masked scores; without
+  softcap to the raw scores, with softcap after the cap (:func:`softcap_scores`).
+* tanh: :func:`tanh_tfa`, a fully specified fp32 algorithm built on :func:`exp_tfa`.
+* max: NaN propagates, and +0 counts above −0 (:func:`maximum`, :func:`row_max`),
+  so every max is order-free.
 """
 from __future__ import annotations
 
+from typing import Any
+
+import ml_dtypes
 import numpy as np
 
 F16 = np.float16
 F32 = np.float32
+BF16 = np.dtype(ml_dtypes.bfloat16)
+U32 = np.uint32
 
-#: Value the kernel adds above the causal diagonal before the row max.
+#: The narrow element types of Q, K, V and ``x_exp``.
+INPUT_DTYPES = (np.dtype(F16), BF16)
+
+#: Value the kernel adds to masked scores (above the causal diagonal) before the row max.
 MASK_VALUE = F32(-3.40282e38)
 
 #: Elements per vector repeat for fp32 (256 bytes); the row-sum chunk.
@@ -39,22 +56,141 @@ EXP_X_MIN = F32(-104.0)  # exp(-104) rounds to +0 in fp32
 EXP_X_MAX = F32(89.0)  # exp(89) overflows to +inf in fp32
 EXP_MAX_ULP = 1  # measured bound vs correctly rounded exp, see tests/test_exp_model.py
 
+# tanh_tfa constants (Cephes tanhf): odd polynomial x + x·z·P(z), z = x², on |x| < 0.625;
+# 1 − 2/(exp(2|x|) + 1) from 0.625 on; ±1 from TANH_X_SAT on (tanh rounds to 1 above 9.011).
+TANH_POLY = tuple(F32(c) for c in (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
+                                   1.33314422036e-1, -3.33332819422e-1))
+TANH_X_SMALL = F32(0.625)
+TANH_X_SAT = F32(10.0)
+TANH_MAX_ULP = 1  # measured bound vs correctly rounded tanh, see tests/test_tanh_model.py
+
 
 def softmax_scale(head: int) -> np.float32:
     """s = 1/sqrt(HEAD), computed in float64 and rounded once to fp32."""
     return F32(1.0 / np.sqrt(head))
 
 
-def apply_mask(x: np.ndarray, masked: np.ndarray) -> np.ndarray:
-    """Add ``MASK_VALUE`` (an fp32 add) where ``masked``, as the kernel's masked tiles do."""
-    return np.where(masked, x + MASK_VALUE, x).astype(F32, copy=False)
+# --------------------------------------------------------------------------- masks
 
+def causal_mask(first_row: int, first_col: int, rows: int, cols: int) -> np.ndarray:
+    """Boolean rows×cols, True (masked) where the global column j > the global row i.
+
+    The tile starts at global row ``first_row`` and column ``first_col``; the
+    mask is top-left aligned, as the kernel's (docs/numerics.md, "Masks").
+    """
+    i = first_row + np.arange(rows, dtype=np.int64)[:, None]
+    j = first_col + np.arange(cols, dtype=np.int64)[None, :]
+    return j > i
+
+
+def window_mask(first_row: int, first_col: int, rows: int, cols: int, window: int) -> np.ndarray:
+    """Boolean rows×cols of a causal local window: key j is visible to query i when i − W < j ≤ i.
+
+    True means masked (not visible).  ``window`` W ≥ 1 keys per query, the
+    query's own position included; W ≥ the sequence length is the causal mask.
+    """
+    if window < 1:
+        raise ValueError(f"window_mask: window must be at least 1 key, got {window}")
+    i = first_row + np.arange(rows, dtype=np.int64)[:, None]
+    j = first_col + np.arange(cols, dtype=np.int64)[None, :]
+    return (j > i) | (j <= i - window)
+
+
+def check_mask(mask: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``mask`` as a boolean array of ``shape`` (True = masked), or None; ValueError on a wrong shape.
+
+    Both backends validate with this one function, so they accept the same masks.
+    """
+    if mask is None:
+        return None
+    m = np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise ValueError(f"mask must be a boolean array (True = masked), got dtype {m.dtype}")
+    if m.shape != tuple(shape):
+        raise ValueError(f"mask has shape {m.shape}, the scores have {tuple(shape)}")
+    return m
+
+
+def apply_mask(x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """``x + MASK_VALUE`` (one fp32 add) where ``mask`` is True, ``x`` unchanged elsewhere."""
+    x = np.asarray(x, dtype=F32)
+    m = check_mask(mask, x.shape)
+    if m is None:
+        return x
+    with np.errstate(over="ignore"):  # x below about −3.5e32: the add rounds to −inf, as in C
+        return np.where(m, x + MASK_VALUE, x).astype(F32, copy=False)
+
+
+def apply_causal_mask(x: np.ndarray, first_row: int, first_col: int) -> np.ndarray:
+    """Add ``MASK_VALUE`` (fp32 add) where column > row, as the kernel's diagonal tile does."""
+    x = np.asarray(x, dtype=F32)
+    return apply_mask(x, causal_mask(first_row, first_col, x.shape[0], x.shape[1]))
+
+
+# --------------------------------------------------------------------------- fp16 / bf16
 
 def to_fp16(x: np.ndarray) -> np.ndarray:
     """fp32 → fp16, round to nearest even (the only narrowing cast: ``x_exp``)."""
     with np.errstate(over="ignore"):  # |x| ≥ 65520 rounds to ±inf, as the hardware cast does
         return np.asarray(x, dtype=F32).astype(F16)
 
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """fp32 → bf16, round to nearest even by integer arithmetic on the bits.
+
+    ``(bits + 0x7fff + bit16) >> 16`` rounds the 16 dropped bits to nearest
+    even; a carry into the exponent gives the next binade or ±inf, subnormals
+    round on the same uniform grid.  NaN becomes ``sign | 0x7fc0`` (quiet, the
+    payload dropped), as ml_dtypes' own cast does.  Same rule as C ``f32_to_bf16``.
+    """
+    b = np.asarray(x, dtype=F32).view(U32)
+    rounded = (b + U32(0x7FFF) + ((b >> U32(16)) & U32(1))) >> U32(16)
+    nan = ((b >> U32(16)) & U32(0x8000)) | U32(0x7FC0)
+    out = np.where((b & U32(0x7FFFFFFF)) > U32(0x7F800000), nan, rounded)
+    return out.astype(np.uint16).view(BF16)
+
+
+def narrow(x: np.ndarray, dtype: Any = F16) -> np.ndarray:
+    """fp32 → ``dtype`` (fp16 or bf16), round to nearest even: the cast of ``x_exp``."""
+    dt = np.dtype(dtype)
+    if dt == np.dtype(F16):
+        return to_fp16(x)
+    if dt == BF16:
+        return to_bf16(x)
+    raise ValueError(f"narrow: dtype must be float16 or bfloat16, got {dt}")
+
+
+def widen(x: np.ndarray) -> np.ndarray:
+    """fp16 or bf16 → fp32, exact (bf16: the 16 bits shifted up, as C ``bf16_to_f32``)."""
+    a = np.asarray(x)
+    if a.dtype == BF16:
+        return (a.view(np.uint16).astype(U32) << U32(16)).view(F32)
+    if a.dtype == np.dtype(F16):
+        return a.astype(F32)
+    raise ValueError(f"widen: dtype must be float16 or bfloat16, got {a.dtype}")
+
+
+def operand_dtype(a: Any, b: Any) -> np.dtype:
+    """Element type of a matmul: bf16 when both operands are bf16, else fp16 (others are cast to fp16).
+
+    One bf16 operand with a non-bf16 one is a ValueError: both operands share the input dtype.
+    """
+    bf = (np.asarray(a).dtype == BF16, np.asarray(b).dtype == BF16)
+    if bf[0] != bf[1]:
+        raise ValueError("matmul operands must both be bfloat16 or neither; got "
+                         f"{np.asarray(a).dtype} and {np.asarray(b).dtype}")
+    return BF16 if bf[0] else np.dtype(F16)
+
+
+def check_out_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as a numpy dtype if it is fp16 or bf16 (the types ``x_exp`` may have), else ValueError."""
+    dt = np.dtype(dtype)
+    if dt not in INPUT_DTYPES:
+        raise ValueError(f"out_dtype must be float16 or bfloat16, got {dt}")
+    return dt
+
+
+# --------------------------------------------------------------------------- exp, tanh, softcap
 
 def exp_tfa(x: np.ndarray) -> np.ndarray:
     """The tfa-sim exp model: fp32 in, fp32 out, every operation rounded to fp32.
@@ -95,9 +231,74 @@ def exp_libm(x: np.ndarray) -> np.ndarray:
 EXP_MODELS = {"tfa": exp_tfa, "libm": exp_libm}
 
 
+def tanh_tfa(x: np.ndarray) -> np.ndarray:
+    """The tfa-sim tanh model: fp32 in, fp32 out, every operation rounded to fp32 (Cephes ``tanhf``).
+
+    1. a = |x| (the sign bit cleared; NaN passes through untouched at the end);
+    2. a < 0.625:  z = a·a;  p = ((((T0·z + T1)·z + T2)·z + T3)·z + T4);  r = ((p·z)·a) + a;
+    3. 0.625 ≤ a < 10:  e = exp_tfa(a + a);  r = 1 − 2/(e + 1);
+    4. a ≥ 10:  r = 1  (tanh(a) rounds to 1 from a ≈ 9.011 on);
+    5. result = r with the sign bit of x (so tanh(−0) = −0).
+
+    Accuracy against float64 tanh rounded once to fp32: at most 1 ULP (``TANH_MAX_ULP``)
+    on every fp32 value in [−20, 20] (all 2.2e9, measured once), exactly rounded for
+    99.661 % of them (84.4 % on [0.625, 2), the exp branch); ±1 beyond, correctly
+    rounded.  tests/test_tanh_model.py asserts the bound on every 61st bit pattern in
+    [−20, 20] (99.66 % exact) and every 23rd in [−1, 1] (99.72 % exact).
+    """
+    x = np.asarray(x, dtype=F32)
+    bits = x.view(U32)
+    a = (bits & U32(0x7FFFFFFF)).view(F32)
+    with np.errstate(over="ignore", invalid="ignore"):  # both branches run on every a; one is kept
+        z = a * a
+        p = np.full_like(z, TANH_POLY[0])
+        for c in TANH_POLY[1:]:
+            p = p * z + c
+        small = (p * z) * a + a
+        e = exp_tfa(a + a)
+        large = F32(1) - F32(2) / (e + F32(1))
+    r = np.where(a < TANH_X_SMALL, small, np.where(a < TANH_X_SAT, large, F32(1))).astype(F32, copy=False)
+    out = (r.view(U32) | (bits & U32(0x80000000))).view(F32)
+    return np.where(np.isnan(x), x, out).astype(F32, copy=False)
+
+
+def softcap_scores(x: np.ndarray, scale: np.float32, cap: np.float32) -> np.ndarray:
+    """Capped scaled scores ``c·tanh(x·s / c)`` in the contract's fp32 order.
+
+    u = x·s (multiply, round);  v = u / c (division, correctly rounded);
+    w = tanh_tfa(v);  y = w·c (multiply, round).
+    """
+    s, c = F32(scale), F32(cap)
+    with np.errstate(over="ignore", under="ignore"):  # v = ±inf for a tiny c: tanh gives ±1
+        v = (np.asarray(x, dtype=F32) * s) / c
+    return tanh_tfa(v) * c
+
+
+# --------------------------------------------------------------------------- reductions
+
+def maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise fp32 max that is order-free: NaN propagates (a's before b's) and +0 beats −0.
+
+    Equal values give the bitwise AND of the two patterns: the value itself, or
+    +0 for a ±0 pair.  Same rule as C ``max_f32``.
+    """
+    a = np.asarray(a, dtype=F32)
+    b = np.asarray(b, dtype=F32)
+    tie = (a.view(U32) & b.view(U32)).view(F32)
+    out = np.where(a > b, a, np.where(b > a, b, tie))
+    out = np.where(np.isnan(b), b, out)
+    return np.where(np.isnan(a), a, out).astype(F32, copy=False)
+
+
 def row_max(x: np.ndarray) -> np.ndarray:
-    """Row-wise max of a 2-D fp32 tile (order-free: max is exact)."""
-    return np.max(x, axis=1).astype(F32, copy=False)
+    """Row-wise max of a 2-D fp32 tile; exact and order-free (a row whose max is 0 gets +0 if it holds a +0)."""
+    x = np.asarray(x, dtype=F32)
+    m = np.max(x, axis=1).astype(F32, copy=False)
+    zero = m == 0
+    if zero.any():  # ±0 compare equal: pick the sign by the rule, not by numpy's lane order
+        has_pos_zero = np.any(x.view(U32) == 0, axis=1)
+        m = np.where(zero, np.where(has_pos_zero, F32(0.0), F32(-0.0)), m).astype(F32, copy=False)
+    return m
 
 
 def row_sum(x: np.ndarray) -> np.ndarray:
@@ -119,14 +320,26 @@ def row_sum(x: np.ndarray) -> np.ndarray:
     return acc
 
 
-def matmul_f16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` for fp16 a (M×K) and b (K×N): exact products, sequential fp32 sum over k."""
-    a32 = np.asarray(a, dtype=F16).astype(F32)
-    b32 = np.asarray(b, dtype=F16).astype(F32)
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for fp16 or bf16 a (M×K) and b (K×N): fp32 products, sequential fp32 sum over k.
+
+    Both operands bf16: bf16 arithmetic; otherwise both are cast to fp16.  Each
+    product is one rounded fp32 multiply (exact for fp16; exact for bf16 unless
+    it overflows or falls below 2^-126), added to ``acc`` (from +0) in order k = 0 … K−1.
+    """
+    dt = operand_dtype(a, b)
+    a32 = widen(np.asarray(a, dtype=dt))
+    b32 = widen(np.asarray(b, dtype=dt))
     m, k = a32.shape
     acc = np.zeros((m, b32.shape[1]), F32)
     prod = np.empty_like(acc)
-    for i in range(k):
-        np.multiply(a32[:, i, None], b32[None, i, :], out=prod)
-        np.add(acc, prod, out=acc)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # bf16 extremes: inf, inf − inf
+        for i in range(k):
+            np.multiply(a32[:, i, None], b32[None, i, :], out=prod)
+            np.add(acc, prod, out=acc)
     return acc
+
+
+def matmul_f16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` with both operands cast to fp16: exact products, sequential fp32 sum over k."""
+    return matmul(np.asarray(a, dtype=F16), np.asarray(b, dtype=F16))

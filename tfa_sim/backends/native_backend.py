@@ -3,15 +3,20 @@
 Same signatures, dtypes and shapes as :class:`~tfa_sim.backends.numpy_backend.NumpyBackend`;
 every method returns fresh arrays.  Inputs may be non-contiguous views: they are
 made C-contiguous in the kernel's dtype (``np.ascontiguousarray``), with no other
-copies.  The extension ``tfa_sim._native`` is imported on first use.
+copies (``combine`` stacks its parts into one buffer).  fp16 and bf16 travel as
+uint16 bit patterns with an ``elem`` code.  The extension ``tfa_sim._native`` is
+imported on first use.
 """
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from tfa_sim.backends import PResult
+from tfa_sim import numerics as nx
+from tfa_sim.backends import PResult, combine_parts, p_options
 from tfa_sim.errors import InputError
 
 F16 = np.float16
@@ -19,6 +24,8 @@ F32 = np.float32
 
 #: exp_model name → the kernels' ``exp_model`` code (tfa_native.h).
 EXP_MODEL_CODES = {"tfa": 0, "libm": 1}
+#: narrow dtype name → ``enum tfa_elem`` (tfa_native.h).
+ELEM_CODES = {"float16": 0, "bfloat16": 1}
 
 _NOT_BUILT = ("native backend not built: reinstall with `pip install .` on a machine with a C "
               "compiler, or use --backend numpy")
@@ -45,12 +52,28 @@ def _ptr(ffi, ctype: str, a: np.ndarray):
     return ffi.cast(ctype, ffi.from_buffer(a, require_writable=False))
 
 
-def _f16(a) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=F16)
-
-
 def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=F32)
+
+
+def _check(status: int, what: str) -> None:
+    """Raise for a non-zero ``enum tfa_status`` of kernel ``what``."""
+    if status == 1:
+        raise MemoryError(f"{what}: the native kernel could not allocate its scratch memory")
+    if status != 0:
+        raise ValueError(f"{what}: the native kernel rejected its arguments (status {status})")
+
+
+def _elem_code(dtype: np.dtype) -> int:
+    """``enum tfa_elem`` of fp16 or bf16."""
+    return ELEM_CODES[np.dtype(dtype).name]
+
+
+def _operands(a, b) -> tuple[np.ndarray, np.ndarray, int]:
+    """Both matmul operands C-contiguous in their shared narrow dtype, as uint16 bits, and its elem code."""
+    dt = nx.operand_dtype(a, b)
+    a_c, b_c = np.ascontiguousarray(a, dtype=dt), np.ascontiguousarray(b, dtype=dt)
+    return a_c.view(np.uint16), b_c.view(np.uint16), _elem_code(dt)
 
 
 class NativeBackend:
@@ -65,44 +88,46 @@ class NativeBackend:
         self._ffi, self._lib = mod.ffi, mod.lib
 
     def compute_qk(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        q16, k16 = _f16(q), _f16(k)
+        q16, k16, elem = _operands(q, k)
         m, head = q16.shape
         n, head_k = k16.shape
         if head_k != head:
             raise ValueError(f"compute_qk: q is {q16.shape}, k is {k16.shape}; HEAD differs")
         out = np.empty((m, n), F32)
         ffi = self._ffi
-        self._lib.tfa_compute_qk(_ptr(ffi, "uint16_t *", q16), _ptr(ffi, "uint16_t *", k16),
-                                 m, n, head, _ptr(ffi, "float *", out))
+        _check(self._lib.tfa_compute_qk(_ptr(ffi, "uint16_t *", q16), _ptr(ffi, "uint16_t *", k16),
+                                        m, n, head, elem, _ptr(ffi, "float *", out)), "compute_qk")
         return out
 
     def compute_p(self, x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | None,
-                  scale: np.float32) -> PResult:
-        if (m_prev is None) != (l_prev is None):
-            raise ValueError("compute_p: m_prev and l_prev are both None (first tile) or both given")
+                  scale: np.float32, mask: np.ndarray | None = None, softcap: float = 0.0,
+                  out_dtype: Any = np.float16) -> PResult:
+        opt = p_options(x, m_prev, l_prev, mask, softcap, out_dtype)
         x32 = _f32(x)
         rows, cols = x32.shape
         first = m_prev is None
         m = np.empty(rows, F32) if first else np.array(m_prev, dtype=F32, copy=True)
         l = np.empty(rows, F32) if first else np.array(l_prev, dtype=F32, copy=True)
         l1_exp_max = np.empty(rows, F32)
-        x_exp = np.empty((rows, cols), F16)
+        x_exp = np.empty((rows, cols), opt.out_dtype)
         ffi = self._ffi
-        self._lib.tfa_compute_p(_ptr(ffi, "float *", x32), rows, cols, float(F32(scale)), int(first),
-                                self._model, _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
-                                _ptr(ffi, "float *", l1_exp_max), _ptr(ffi, "uint16_t *", x_exp))
+        mask_ptr = ffi.NULL if opt.mask is None else _ptr(ffi, "uint8_t *", np.ascontiguousarray(opt.mask))
+        _check(self._lib.tfa_compute_p(
+            _ptr(ffi, "float *", x32), mask_ptr, rows, cols, float(F32(scale)), float(opt.softcap), int(first),
+            self._model, _elem_code(opt.out_dtype), _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
+            _ptr(ffi, "float *", l1_exp_max), _ptr(ffi, "uint16_t *", x_exp.view(np.uint16))), "compute_p")
         return PResult(x_exp, l1_exp_max, m, l)
 
     def compute_pv(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-        p16, v16 = _f16(p), _f16(v)
+        p16, v16, elem = _operands(p, v)
         m, t = p16.shape
         t_v, n = v16.shape
         if t_v != t:
             raise ValueError(f"compute_pv: p is {p16.shape}, v is {v16.shape}; T differs")
         out = np.empty((m, n), F32)
         ffi = self._ffi
-        self._lib.tfa_compute_pv(_ptr(ffi, "uint16_t *", p16), _ptr(ffi, "uint16_t *", v16),
-                                 m, t, n, _ptr(ffi, "float *", out))
+        _check(self._lib.tfa_compute_pv(_ptr(ffi, "uint16_t *", p16), _ptr(ffi, "uint16_t *", v16),
+                                        m, t, n, elem, _ptr(ffi, "float *", out)), "compute_pv")
         return out
 
     def compute_gu(self, o: np.ndarray | None, pv: np.ndarray, l1_exp_max: np.ndarray) -> np.ndarray:
@@ -128,6 +153,17 @@ class NativeBackend:
         self._lib.tfa_normalize(_ptr(ffi, "float *", out), _ptr(ffi, "float *", l32), rows, cols)
         return out
 
+    def combine(self, o_parts: Sequence[np.ndarray], m_parts: Sequence[np.ndarray],
+                l_parts: Sequence[np.ndarray], scale: np.float32) -> np.ndarray:
+        o, m, l = combine_parts(o_parts, m_parts, l_parts)  # fresh C-contiguous stacks
+        n_parts, rows, cols = o.shape
+        out = np.empty((rows, cols), F32)
+        ffi = self._ffi
+        _check(self._lib.tfa_combine(_ptr(ffi, "float *", o), _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
+                                     n_parts, rows, cols, float(F32(scale)), self._model,
+                                     _ptr(ffi, "float *", out)), "combine")
+        return out
+
 
 def native_exp(x: np.ndarray, model: str = "tfa") -> np.ndarray:
     """exp of an fp32 array with the native exp model ``model`` (same shape, fresh fp32)."""
@@ -149,10 +185,26 @@ def native_row_sum(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def native_to_fp16(x: np.ndarray) -> np.ndarray:
-    """numerics.to_fp16 in C: fp32 → fp16, round to nearest even (same shape)."""
+def native_tanh(x: np.ndarray) -> np.ndarray:
+    """numerics.tanh_tfa of an fp32 array, in C (same shape, fresh fp32)."""
     mod = _native()
     x32 = _f32(x)
-    out = np.empty(x32.shape, F16)
-    mod.lib.tfa_to_fp16(_ptr(mod.ffi, "float *", x32), _ptr(mod.ffi, "uint16_t *", out), x32.size)
+    out = np.empty(x32.shape, F32)
+    mod.lib.tfa_tanh(_ptr(mod.ffi, "float *", x32), _ptr(mod.ffi, "float *", out), x32.size)
     return out
+
+
+def native_narrow(x: np.ndarray, dtype: Any = F16) -> np.ndarray:
+    """numerics.narrow in C: fp32 → fp16 or bf16, round to nearest even (same shape)."""
+    dt = nx.check_out_dtype(dtype)
+    mod = _native()
+    x32 = _f32(x)
+    out = np.empty(x32.shape, dt)
+    _check(mod.lib.tfa_narrow(_ptr(mod.ffi, "float *", x32), _ptr(mod.ffi, "uint16_t *", out.view(np.uint16)),
+                              x32.size, _elem_code(dt)), "narrow")
+    return out
+
+
+def native_to_fp16(x: np.ndarray) -> np.ndarray:
+    """numerics.to_fp16 in C: fp32 → fp16, round to nearest even (same shape)."""
+    return native_narrow(x, F16)

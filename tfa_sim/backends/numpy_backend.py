@@ -1,10 +1,13 @@
 """The stage kernels in numpy, composed from the rounding points of ``numerics``."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from tfa_sim import numerics as nx
-from tfa_sim.backends import PResult
+from tfa_sim.backends import PResult, combine_parts, p_options
 
 F32 = np.float32
 
@@ -18,25 +21,44 @@ class NumpyBackend:
         self.exp = nx.EXP_MODELS[exp_model]
 
     def compute_qk(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        return nx.matmul_f16(q, k.T)
+        return nx.matmul(q, np.asarray(k).T)
 
     def compute_p(self, x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | None,
-                  scale: np.float32) -> PResult:
+                  scale: np.float32, mask: np.ndarray | None = None, softcap: float = 0.0,
+                  out_dtype: Any = np.float16) -> PResult:
+        """The online-softmax step (docs/numerics.md, steps 3–10, "Masks", "Logit softcap").
+
+        Without softcap the mask goes on the raw scores and the scale comes after
+        the max subtraction, ``exp((x − m)·s)``; with softcap the scores are capped
+        and scaled first, the mask goes on the capped scores and ``exp(y − m)``
+        takes no further scale.
+        """
+        opt = p_options(x, m_prev, l_prev, mask, softcap, out_dtype)
         s = F32(scale)
-        tile_max = nx.row_max(x)
+        capped = bool(opt.softcap > 0)
+        y = nx.softcap_scores(x, s, opt.softcap) if capped else np.asarray(x, dtype=F32)
+        y = nx.apply_mask(y, opt.mask)
+        tile_max = nx.row_max(y)
         if m_prev is None:
             m = tile_max
             l1_exp_max = np.ones_like(m)
         else:
-            m = np.maximum(tile_max, m_prev)
-            l1_exp_max = self.exp((m_prev - m) * s)
-        e = self.exp((x - m[:, None]) * s)  # subtract the max first, then scale
+            m_prev = np.asarray(m_prev, dtype=F32)
+            m = nx.maximum(tile_max, m_prev)
+            l1_exp_max = self._exp_shifted(m_prev, m, s, capped)
+        e = self._exp_shifted(y, m[:, None], s, capped)  # subtract the max first, then scale
         tile_sum = nx.row_sum(e)  # the sum uses the unrounded fp32 E
-        l = tile_sum if l_prev is None else l1_exp_max * l_prev + tile_sum
-        return PResult(nx.to_fp16(e), l1_exp_max, m, l)
+        l = tile_sum if l_prev is None else l1_exp_max * np.asarray(l_prev, dtype=F32) + tile_sum
+        return PResult(nx.narrow(e, opt.out_dtype), l1_exp_max, m, l)
+
+    def _exp_shifted(self, y: np.ndarray, m: np.ndarray, s: np.float32, capped: bool) -> np.ndarray:
+        """``exp(y − m)`` with softcap, else ``exp((y − m)·s)``: subtract, round; scale, round; exp."""
+        with np.errstate(over="ignore", invalid="ignore"):  # −inf or NaN scores: same IEEE results as C
+            d = y - m
+            return self.exp(d if capped else d * s)
 
     def compute_pv(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return nx.matmul_f16(p, v)
+        return nx.matmul(p, v)
 
     def compute_gu(self, o: np.ndarray | None, pv: np.ndarray, l1_exp_max: np.ndarray) -> np.ndarray:
         if o is None:
@@ -45,3 +67,20 @@ class NumpyBackend:
 
     def normalize(self, o: np.ndarray, l2_global_sum: np.ndarray) -> np.ndarray:
         return o / l2_global_sum[:, None]
+
+    def combine(self, o_parts: Sequence[np.ndarray], m_parts: Sequence[np.ndarray],
+                l_parts: Sequence[np.ndarray], scale: np.float32) -> np.ndarray:
+        """The split-S1 combine (docs/numerics.md, "Split-S1 combine"), chunk by chunk in order."""
+        o, m, l = combine_parts(o_parts, m_parts, l_parts)
+        s = F32(scale)
+        big_m = m[0]
+        for m_n in m[1:]:
+            big_m = nx.maximum(big_m, m_n)
+        acc_o = np.zeros(o.shape[1:], F32)
+        acc_l = np.zeros(o.shape[1], F32)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for o_n, m_n, l_n in zip(o, m, l):
+                f = self.exp((m_n - big_m) * s)
+                acc_o = acc_o + f[:, None] * o_n
+                acc_l = acc_l + f * l_n
+            return acc_o / acc_l[:, None]

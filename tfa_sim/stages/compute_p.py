@@ -27,7 +27,6 @@ from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import DISCARD, Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
-from tfa_sim.numerics import apply_mask
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_p"
@@ -40,9 +39,7 @@ def softmax(backend: Backend, masked: np.ndarray | None, scale: np.float32, x: n
     Where ``masked``, the mask value is added to the score first; a slice that sees
     nothing needs no special case (exp(0) is exactly 1, exp of a masked score exactly +0).
     """
-    if masked is not None:
-        x = apply_mask(x, masked)
-    return tuple(backend.compute_p(x, m_prev, l_prev, scale))
+    return tuple(backend.compute_p(x, m_prev, l_prev, scale, mask=masked))
 
 
 def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program:
