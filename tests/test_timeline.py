@@ -163,16 +163,16 @@ def test_critical_path_equals_makespan_when_resources_are_not_the_bound():
     r = simulate(config, hw, None)
     o = dataclasses.asdict(hw.overhead)
     assert o["block_dispatch"] > 0 and hw.sync.flag_latency > 0
-    cp = critical_path_report(r.stats.events, o["core_stagger"], o["block_dispatch"])
+    cp = critical_path_report(r.stats.events, o)
     assert cp["length_cycles"] == pytest.approx(r.total_cycles, abs=1e-3)  # the report rounds to 1e-3
     # with 8 tiles the M pipe serialises independent QK and PV work: the path is shorter than the run
     config = load_config(overrides=["numerics.enabled=false"])
     r = simulate(config, hw, None)
-    cp = critical_path_report(r.stats.events, o["core_stagger"], o["block_dispatch"])
+    cp = critical_path_report(r.stats.events, o)
     assert cp["length_cycles"] < r.total_cycles
-    unlimited = max(end for _, _, end in plan(r.stats.events, o["core_stagger"], o["block_dispatch"], None))
+    unlimited = max(end for _, _, end in plan(r.stats.events, o, None))
     assert unlimited == pytest.approx(cp["length_cycles"], abs=1e-3)
-    one_per_pipe = max(end for _, _, end in plan(r.stats.events, o["core_stagger"], o["block_dispatch"], {}))
+    one_per_pipe = max(end for _, _, end in plan(r.stats.events, o, {}))
     assert cp["length_cycles"] <= one_per_pipe + 1e-6
 
 

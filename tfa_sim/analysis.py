@@ -11,8 +11,10 @@ when resources are the bound.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -25,16 +27,21 @@ MAX_GRAPH_NODES = 300_000
 SOURCE, SINK = "start", "end"
 
 
-def task_graph(events: list, stagger: float, dispatch: float) -> nx.DiGraph:
+def task_graph(events: list, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> nx.DiGraph:
     """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``.
 
-    A core's first block starts ``core·stagger + dispatch`` after the source, each later block ``dispatch``
-    after the core's previous block ends (the dispatch spans of the log are these edges, not nodes).
+    A core's first block starts ``kernel_start + core·core_stagger + block_dispatch`` after the source (in a
+    later launch: after every block of the launch before it), each later block ``block_dispatch`` after the
+    core's previous block ends (the dispatch spans of the log are these edges, not nodes).  ``overhead`` is
+    the preset's [overhead] table (runs written before ``kernel_start`` existed have none: 0); ``launches``
+    the first block index of each launch after the first.
     """
+    stagger, dispatch = overhead["core_stagger"], overhead["block_dispatch"]
+    start = overhead.get("kernel_start", 0.0)
     g = nx.DiGraph()
     g.add_node(SOURCE, dur=0.0, stage="launch", resource=None)
     g.add_node(SINK, dur=0.0, stage="end", resource=None)
-    block_end: dict[int, Any] = {}  # core → (id of the last block's final instruction)
+    block_end: dict[tuple[int, int], Any] = {}  # (launch, core) → id of its last block's final instruction
     by_core_block: dict[tuple[int, int], list] = defaultdict(list)
     events = [e for e in events if e.pipe != DISPATCH]
     for e in events:
@@ -44,15 +51,19 @@ def task_graph(events: list, stagger: float, dispatch: float) -> nx.DiGraph:
         for pred, cause, lat, via in e.deps:
             g.add_edge(pred, e.id, lat=lat, cause=cause, via=via)
         g.add_edge(e.id, SINK, lat=0.0, cause="end", via="")
-    for (core, _block), evs in sorted(by_core_block.items(), key=lambda kv: min(e.id for e in kv[1])):
-        first = [e for e in evs if not e.deps]
-        prev = block_end.get(core)
-        for e in first:
+    ends: dict[int, list] = defaultdict(list)  # launch → final instruction of each core's last block
+    for (core, block), evs in sorted(by_core_block.items(), key=lambda kv: min(e.id for e in kv[1])):
+        launch = bisect.bisect_right(launches, block)
+        prev = block_end.get((launch, core))
+        before = [SOURCE] if launch == 0 else ends[launch - 1]
+        for e in (e for e in evs if not e.deps):
             if prev is None:
-                g.add_edge(SOURCE, e.id, lat=core * stagger + dispatch, cause="launch", via="")
+                for p in before:
+                    g.add_edge(p, e.id, lat=start + core * stagger + dispatch, cause="launch", via="")
             else:
                 g.add_edge(prev, e.id, lat=dispatch, cause="dispatch", via="")
-        block_end[core] = max(evs, key=lambda e: e.end).id
+        block_end[(launch, core)] = max(evs, key=lambda e: e.end).id
+        ends[launch] = [i for (lc, _c), i in block_end.items() if lc == launch]
     return g
 
 
@@ -73,12 +84,12 @@ def longest_path(g: nx.DiGraph) -> tuple[float, list]:
     return dist[SINK], path[::-1]
 
 
-def critical_path_report(events: list, stagger: float, dispatch: float) -> dict[str, Any]:
+def critical_path_report(events: list, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
     """Critical path length, its share per stage (and sync/overhead), and the instructions on it."""
     if len(events) > MAX_GRAPH_NODES:
         return {"skipped": f"{len(events)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
                            f"(fewer blocks or tiles) to get the critical path"}
-    g = task_graph(events, stagger, dispatch)
+    g = task_graph(events, overhead, launches)
     length, path = longest_path(g)
     share: dict[str, float] = defaultdict(float)
     for u, v in zip(path, path[1:]):
@@ -120,11 +131,12 @@ def _describe(cause: str, what: str) -> str:
     return what if what.startswith("data") else f"{what} (data)"
 
 
-def plan(events: list, stagger: float, dispatch: float, units: dict[str, int] | None) -> list[tuple[int, float, float]]:
+def plan(events: list, overhead: Mapping[str, float], units: dict[str, int] | None,
+         launches: Sequence[int] = ()) -> list[tuple[int, float, float]]:
     """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
     otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.
     Ready tasks go to free servers by longest remaining path first.  Returns (id, start, end)."""
-    g = task_graph(events, stagger, dispatch)
+    g = task_graph(events, overhead, launches)
     order = list(nx.topological_sort(g))
     tail: dict[Any, float] = {}
     for v in reversed(order):

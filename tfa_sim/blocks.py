@@ -2,24 +2,38 @@
 
 A block knows its rows (the query head and S0 position of each), the logical
 tiles of S1 it issues (in order; a mask can skip some), which cube sub-tiles of
-each issued tile are computed, and its mask.  Blocks are numbered batch-major,
-then head, then row block; the dispatch order is ``schedule.block_order``
-(:func:`dispatch_order`).  Stage programs index issued tiles locally
-(t = 0 … tiles−1: FIFO slots, credits, the l1_exp_max ring) and columns through
-:meth:`Block.col0`; events and dumps name the global tile (:meth:`Block.tile_id`).
+each issued tile are computed, and its mask.  Blocks are made row block by row
+block (batch-major, then head — or K/V head when ``gqa_pack`` — then rows);
+with ``s1_split`` = N each row block is cut into N chunks of contiguous tiles,
+one block each, that write partial results for the combine launch.  Stage
+programs index issued tiles locally (t = 0 … tiles−1: FIFO slots, credits, the
+l1_exp_max ring) and columns through :meth:`Block.col0`; events and dumps name
+the global tile (:meth:`Block.tile_id`).
+
+The dispatch order is ``schedule.block_order`` (:func:`order_blocks`); block
+numbers stay those of the row order, so runs in different orders name the same
+work alike.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tfa_sim.config import Config
-from tfa_sim.masks import Causal, Mask, Rows
+from tfa_sim.errors import InputError
+from tfa_sim.masks import Causal, Mask, Rows, Window, load_mask
 
 
-@dataclass(frozen=True, eq=False)
+def lane_split(rows: int, lane: int) -> tuple[int, int]:
+    """(first row, rows) of AIV ``lane`` in a block of ``rows`` rows: AIV 0 takes the first ⌈rows/2⌉, AIV 1
+    the other ⌊rows/2⌋ (a full block: CUBE_S0/2 each, as the kernel; one row: AIV 1 has none)."""
+    first = -(-rows // 2)
+    return (0, first) if lane == 0 else (first, rows - first)
+
+
+@dataclass(frozen=True)
 class Block:
     """One block: which rows, against which K/V head, which tiles and sub-tiles it computes."""
 
@@ -32,6 +46,10 @@ class Block:
     cube_s0: int
     cube_s1: int
     tile_s1: int
+    row_block: int = 0  # which row block (of the run, in row order) the block's rows are
+    chunk: int = 0  # which S1 chunk of its row block (0 … chunks−1)
+    chunks: int = 1  # S1 chunks per row block (s1_split); > 1: the block writes a partial result
+    tile_end: int = 0  # one past the last logical tile of the chunk's S1 range
     key: Hashable = field(default=None)  # blocks with equal non-None keys issue the same program (timing only)
 
     @property
@@ -55,6 +73,19 @@ class Block:
     @property
     def tiles(self) -> int:
         return len(self.tile_ids)
+
+    @property
+    def partial(self) -> bool:
+        """True when the block is one S1 chunk of several: it ends with an unnormalised O, its max and sum."""
+        return self.chunks > 1
+
+    @property
+    def work(self) -> int:
+        """Cube sub-tiles the block computes: the measure of its length the block orders use."""
+        return sum(sum(a) for a in self.active)
+
+    def lane_rows(self, lane: int) -> tuple[int, int]:
+        return lane_split(self.n_rows, lane)
 
     def tile_id(self, t: int) -> int:
         """The global tile of local tile t (past the last: one beyond it, for epilogues)."""
@@ -87,33 +118,111 @@ class Block:
 
 
 def config_mask(config: Config) -> Mask:
-    """The mask a config asks for."""
-    return Causal() if config.case.causal else Mask()
+    """The mask a config asks for: the ``case.mask`` file, the causal window, causal, or none."""
+    c = config.case
+    if c.mask:
+        return load_mask(c.mask, c.batch, c.heads, c.s0, c.s1)
+    if c.window:
+        return Window(c.window)
+    return Causal() if c.causal else Mask()
 
 
-def _tiles_of(rows: Rows, mask: Mask, config: Config) -> tuple[tuple[int, ...], tuple[tuple[bool, ...], ...]]:
-    """The logical tiles some row sees and, per tile, which cube sub-tiles some row sees."""
+def row_groups(config: Config) -> list[Rows]:
+    """The rows of every row block, in row order: per batch, per query head (per K/V head when packed,
+    its query heads' rows head after head), CUBE_S0 rows at a time (the last may be short)."""
+    c, t = config.case, config.tiling
+    group = c.heads // c.kv_heads
+    sets = ([list(range(g * group, (g + 1) * group)) for g in range(c.kv_heads)] if config.schedule.gqa_pack
+            else [[h] for h in range(c.heads)])
+    out = []
+    for b in range(c.batch):
+        for heads in sets:
+            all_heads = np.repeat(np.array(heads, np.int64), c.s0)
+            all_pos = np.tile(np.arange(c.s0, dtype=np.int64), len(heads))
+            for r0 in range(0, len(all_pos), t.cube_s0):
+                out.append(Rows(b, all_heads[r0:r0 + t.cube_s0], all_pos[r0:r0 + t.cube_s0]))
+    return out
+
+
+def split_count(config: Config, cores: int) -> int:
+    """``schedule.s1_split`` as a number: "auto" is the fewest chunks that give every core a block
+    (row blocks × N ≥ cores), at most one per logical tile."""
+    split = config.schedule.s1_split
+    if split != "auto":
+        return int(split)
+    row_blocks = len(row_groups(config))
+    return max(1, min(config.tiles, -(-cores // row_blocks)))
+
+
+def chunk_ranges(tiles: int, chunks: int) -> list[tuple[int, int]]:
+    """[start, end) logical tiles of each of ``chunks`` contiguous S1 chunks, sizes differing by at most 1
+    (the longer ones first)."""
+    size, extra = divmod(tiles, chunks)
+    out, start = [], 0
+    for n in range(chunks):
+        end = start + size + (n < extra)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _tiles_of(rows: Rows, mask: Mask, config: Config,
+              span: tuple[int, int]) -> tuple[tuple[int, ...], tuple[tuple[bool, ...], ...]]:
+    """The logical tiles of ``span`` some row sees and, per tile, which cube sub-tiles some row sees."""
     t = config.tiling
     kf = t.k_tile_factor
-    col0s = np.arange(config.tiles * kf, dtype=np.int64) * t.cube_s1
+    first, end = span
+    col0s = np.arange(first * kf, end * kf, dtype=np.int64) * t.cube_s1
     seen, _ = mask.tile_coverage(rows, col0s, t.cube_s1)
-    per_tile = seen.reshape(config.tiles, kf)
-    ids = tuple(int(i) for i in np.flatnonzero(per_tile.any(axis=1)))
-    return ids, tuple(tuple(bool(x) for x in per_tile[i]) for i in ids)
+    per_tile = seen.reshape(end - first, kf)
+    ids = tuple(first + int(i) for i in np.flatnonzero(per_tile.any(axis=1)))
+    return ids, tuple(tuple(bool(x) for x in per_tile[i - first]) for i in ids)
 
 
-def make_blocks(config: Config, mask: Mask | None = None) -> list[Block]:
-    """All blocks of the run, numbered batch-major, then head, then row block."""
-    c, t = config.case, config.tiling
+def make_blocks(config: Config, mask: Mask | None = None, cores: int = 1) -> list[Block]:
+    """All blocks of the run in row order (module docstring); ``cores`` decides ``s1_split = "auto"``.
+
+    A chunk whose tiles no row of its row block sees makes no block.
+    """
+    t, group = config.tiling, config.case.heads // config.case.kv_heads
     mask = mask or config_mask(config)
-    group = c.heads // c.kv_heads
+    chunks = split_count(config, cores)
     out: list[Block] = []
-    for b in range(c.batch):
-        for h in range(c.heads):
-            for r0 in range(0, c.s0, t.cube_s0):
-                pos = np.arange(r0, min(r0 + t.cube_s0, c.s0), dtype=np.int64)
-                rows = Rows(b, np.full(len(pos), h, np.int64), pos)
-                ids, active = _tiles_of(rows, mask, config)
-                key = (ids, len(pos), b, h // group) if mask.kind == "none" else None
-                out.append(Block(len(out), rows, h // group, ids, active, mask, t.cube_s0, t.cube_s1, t.tile_s1, key))
+    for r, rows in enumerate(row_groups(config)):
+        _refuse_empty_rows(mask, rows, config.case.s1)
+        kv = int(rows.heads[0]) // group
+        for n, span in enumerate(chunk_ranges(config.tiles, chunks)):
+            ids, active = _tiles_of(rows, mask, config, span)
+            if not ids:
+                continue
+            key = (ids, len(rows.pos), rows.batch, kv, chunks > 1) if mask.kind == "none" else None
+            out.append(Block(len(out), rows, kv, ids, active, mask, t.cube_s0, t.cube_s1, t.tile_s1, r, n, chunks,
+                             span[1], key))
     return out
+
+
+def _refuse_empty_rows(mask: Mask, rows: Rows, s1: int) -> None:
+    """A query row that sees no key has no softmax: refused before anything runs."""
+    empty = np.flatnonzero(mask.empty_rows(rows, s1))
+    if len(empty):
+        i = int(empty[0])
+        raise InputError(f"the mask hides every key from query row {int(rows.pos[i])} (batch {rows.batch}, head "
+                         f"{int(rows.heads[i])}): its softmax is undefined; unmask at least one key per row")
+
+
+def order_blocks(blocks: Sequence[Block], order: str, cores: int) -> list[Block]:
+    """The dispatch order (core c runs positions c, c + cores, …):
+
+    * ``row`` — as made (the kernel's loop over the block index);
+    * ``longest_first`` — most cube work first (stable), so the short blocks fill the last wave;
+    * ``zigzag`` — longest first, every other wave reversed (a snake over the cores): core c gets the
+      c-th longest block of even waves and the c-th shortest of odd ones, so long and short blocks pair up
+      on each core.  For causal blocks of one head this is the zigzag (striped) split of ring attention.
+    """
+    if order == "row":
+        return list(blocks)
+    ranked = sorted(blocks, key=lambda b: (-b.work, b.index))
+    if order == "longest_first":
+        return ranked
+    waves = [ranked[i:i + cores] for i in range(0, len(ranked), cores)]
+    return [b for w, wave in enumerate(waves) for b in (wave[::-1] if w % 2 else wave)]

@@ -5,13 +5,13 @@ docs/calibration.md); everything else in a preset is a documented figure.  The f
 minimises the mean absolute percentage error (MAPE) of simulated against measured
 kernel times in three steps, so that it takes well under a minute:
 
-1. *pipeline* — ``vector.repeat_scale``, ``move.l0c_to_gm``, ``sync.flag_latency``
-   from the points that run one block per core on at most 8 cores (no shared-L2
-   pressure).  Each candidate simulates their per-core work once, without dispatch
-   or stagger; a board's ``block_dispatch`` and ``core_stagger`` then enter exactly
-   linearly (time = raw + dispatch + last core·stagger) and are solved by a linear
+1. *pipeline* — ``vector.repeat_scale`` and ``sync.flag_latency`` from the points
+   that run one block per core on at most 8 cores (no shared-L2 pressure).  Each
+   candidate simulates their per-core work once, without the overheads; the
+   overheads then enter exactly linearly (time = raw + kernel_start +
+   blocks·block_dispatch + last core·core_stagger) and are solved by a linear
    program (scipy's HiGHS) that minimises the MAPE.  Nelder–Mead searches the
-   three in log space.
+   two in log space.
 2. *L2* — ``gm.l2_bandwidth`` from all points by Brent's method in log space; the
    many-block points are simulated wave by wave (one full wave, then the partial
    last wave: the waves of identical blocks that start together are alike) and the
@@ -63,22 +63,22 @@ FITTED = (
     Param("vector.repeat_scale", False, 0.125, 1.0,
           "cycles of one 256-byte vector repeat relative to the per-repeat figures of docs/timing.md; 1 is the "
           "figure itself, 1/8 a repeat per 1/8 of the listed cycles"),
-    Param("move.l0c_to_gm", False, 42.0, 512.0,
-          "FIX (fixpipe) bytes per cycle from L0C to GM; 42 is the library's flat-table figure (70 GiB/s), 512 "
-          "half an L0C fractal row per cycle"),
     Param("sync.flag_latency", False, 10.0, 2000.0,
           "cycles from a cross-core set_flag to the waiting core seeing it; about 1 µs at most"),
     Param("gm.l2_bandwidth", False, 888.9, 6144.0,
           "bytes per cycle the chip's L2 serves to all cores together; at least the HBM's 1.6 TB/s, at most "
           "all 24 cores' 256 B/cycle load paths"),
-    Param("overhead.block_dispatch", True, 0.0, 200000.0,
+    Param("overhead.kernel_start", True, 0.0, 100000.0,
+          "cycles from the device starting a launch to its first core starting: the runtime's device-side "
+          "launch (argument and code fetch); measured in the kernel time, unlike the host's launch"),
+    Param("overhead.block_dispatch", False, 0.0, 20000.0,
           "cycles from a core's start (or its previous block's end) to the block's first instruction: scalar "
-          "set-up, flags, the cross-core comm slot; the board's runtime sets it"),
+          "set-up, flags, the cross-core comm slot; the same micro-architecture on every board"),
     Param("overhead.core_stagger", True, 0.0, 20000.0,
           "cycles between the starts of consecutive cores: the device starts its cores one after another"),
 )
-PIPELINE = ("vector.repeat_scale", "move.l0c_to_gm", "sync.flag_latency")
-LINEAR = ("overhead.block_dispatch", "overhead.core_stagger")
+PIPELINE = ("vector.repeat_scale", "sync.flag_latency")
+LINEAR = ("overhead.kernel_start", "overhead.block_dispatch", "overhead.core_stagger")
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,12 @@ class Point:
     def label(self) -> str:
         return f"{self.preset} {self.cores} cores S0={self.s0} S1={self.s1}"
 
-    def critical_core(self) -> tuple[int, int]:
-        """(blocks, index) of the core that ends last when all blocks take alike: the last of those with
-        the most blocks.  Its time is raw + blocks·dispatch + index·stagger."""
+    def critical_core(self) -> tuple[int, int, int]:
+        """The coefficients of (kernel_start, block_dispatch, core_stagger) in the time of the core that ends
+        last when all blocks take alike (the last of those with the most blocks): raw + kernel_start +
+        blocks·dispatch + index·stagger."""
         waves = -(-self.blocks // self.cores)
-        return waves, (self.blocks - 1) % self.cores if self.blocks > self.cores else self.blocks - 1
+        return 1, waves, (self.blocks - 1) % self.cores if self.blocks > self.cores else self.blocks - 1
 
 
 def load_points(path: str | Path = POINTS_FILE) -> list[Point]:
@@ -168,7 +169,7 @@ def full_time(p: Point, hw: Hardware) -> float:
 
 def raw_time(p: Point, hw: Hardware) -> float:
     """Without dispatch and stagger; blocks on more than one wave are simulated a wave at a time."""
-    hw = hw.with_values({"overhead.block_dispatch": 0.0, "overhead.core_stagger": 0.0})
+    hw = hw.with_values(dict.fromkeys(LINEAR, 0.0))
     if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores:  # no shared pressure: one core's block
         return run_us(p.config(s0=p.cube_s0), hw.with_cores(1))
     full, rest = divmod(p.blocks, p.cores)
@@ -177,30 +178,43 @@ def raw_time(p: Point, hw: Hardware) -> float:
 
 
 # ---- the linear parameters --------------------------------------------------------------------------
-def solve_linear(points: Sequence[Point], raw: np.ndarray) -> tuple[dict[str, dict[str, float]], np.ndarray]:
-    """Each board's block_dispatch and core_stagger minimising the MAPE of raw + blocks·dispatch +
-    index·stagger (a linear program); returns them (µs converted to cycles) and the predictions (µs)."""
+@dataclass(frozen=True)
+class Linear:
+    """The linear parameters of a fit (cycles): shared values, each board's own, and the predictions (µs)."""
+
+    shared: dict[str, float]
+    boards: dict[str, dict[str, float]]
+    predicted: np.ndarray
+
+
+def solve_linear(points: Sequence[Point], raw: np.ndarray) -> Linear:
+    """The :data:`LINEAR` parameters (shared, or one per board) minimising the MAPE of raw +
+    kernel_start + blocks·dispatch + index·stagger: a linear program in cycles."""
     from scipy.optimize import linprog
 
     boards = sorted({p.preset for p in points})
-    n, m = len(points), 2 * len(boards)
+    columns = [(par, b) for par in _linear_params() for b in (boards if par.per_board else [None])]
+    n, m = len(points), len(columns)
     y = np.array([p.time_us for p in points])
     a = np.zeros((n, m))
     for i, p in enumerate(points):
-        b = boards.index(p.preset)
-        a[i, 2 * b: 2 * b + 2] = p.critical_core()
-    # variables: [x (dispatch, stagger per board, µs) | e (absolute error per point)]; minimise Σ e_i / y_i
+        coefficient = dict(zip(LINEAR, p.critical_core()))
+        clock = base_preset(p.preset).clock_mhz
+        for j, (par, board) in enumerate(columns):
+            if board in (None, p.preset):
+                a[i, j] = coefficient[par.key] / clock  # µs per cycle of the parameter
+    # variables: [x (cycles per column) | e (absolute error per point, µs)]; minimise Σ e_i / y_i
     cost = np.concatenate([np.zeros(m), 1 / y])
     upper = np.block([[a, -np.eye(n)], [-a, -np.eye(n)]])
     rhs = np.concatenate([y - raw, raw - y])
-    clocks = {b: base_preset(b).clock_mhz for b in boards}
-    bounds = [(par.low / clocks[b], par.high / clocks[b]) for b in boards for par in _linear_params()]
+    bounds = [(par.low, par.high) for par, _ in columns]
     res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, MAX_ERROR * yi) for yi in y], method="highs")
     if res.status != 0:  # no solution keeps every error within MAX_ERROR: minimise the MAPE alone
         res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, None)] * n, method="highs")
     x = res.x[:m]
-    values = {b: {key: float(x[2 * i + j] * clocks[b]) for j, key in enumerate(LINEAR)} for i, b in enumerate(boards)}
-    return values, raw + a @ x
+    shared = {par.key: float(v) for (par, board), v in zip(columns, x) if board is None}
+    per_board = {b: {par.key: float(v) for (par, board), v in zip(columns, x) if board == b} for b in boards}
+    return Linear(shared, per_board, raw + a @ x)
 
 
 def _linear_params() -> list[Param]:
@@ -247,7 +261,7 @@ def _pipeline_step(points: list[Point], shared: dict[str, float]) -> dict[str, f
     def objective(x: np.ndarray) -> float:
         values = {**shared, **{p.key: float(math.exp(np.clip(v, *b))) for p, v, b in zip(params, x, bounds)}}
         raw = np.array([raw_time(p, base_preset(p.preset).with_values(values)) for p in quiet])
-        return _mape(solve_linear(quiet, raw)[1], quiet)
+        return _mape(solve_linear(quiet, raw).predicted, quiet)
 
     x0 = np.clip([math.log(shared[k]) for k in PIPELINE], *np.array(bounds).T)
     res = minimize(objective, x0, method="Nelder-Mead", bounds=bounds,
@@ -280,7 +294,7 @@ def _l2_step(points: list[Point], shared: dict[str, float], offsets: np.ndarray 
 
     if len(quiet) == len(points):
         return shared, raw_for(math.log(shared[l2.key]))
-    res = minimize_scalar(lambda v: _mape(solve_linear(points, raw_for(v))[1], points),
+    res = minimize_scalar(lambda v: _mape(solve_linear(points, raw_for(v)).predicted, points),
                           bounds=(low, high), method="bounded", options={"xatol": 0.005})
     best = {**shared, l2.key: float(math.exp(res.x))}
     return best, raw_for(res.x)
@@ -293,12 +307,13 @@ def fit(points: list[Point], start: dict[str, float] | None = None) -> Fit:
     shared = start or {p.key: float(first.value(p.key)) for p in FITTED if not p.per_board}
     shared = _pipeline_step(points, shared)
     shared, raw = _l2_step(points, shared)
-    boards, approx = solve_linear(points, raw)
-    result = Fit(shared, boards, points)
+    linear = solve_linear(points, raw)
+    result = Fit({**shared, **linear.shared}, linear.boards, points)
     result.predicted = np.array([full_time(p, result.preset(p.preset)) for p in points])
     # one correction: what the surrogates missed, as a shift of each point's raw time; search L2 again nearby
-    shared, raw = _l2_step(points, shared, offsets=result.predicted - approx, span=0.1)
-    result = Fit(shared, solve_linear(points, raw)[0], points)
+    shared, raw = _l2_step(points, shared, offsets=result.predicted - linear.predicted, span=0.1)
+    linear = solve_linear(points, raw)
+    result = Fit({**shared, **linear.shared}, linear.boards, points)
     result.predicted = np.array([full_time(p, result.preset(p.preset)) for p in points])
     result.seconds = time.perf_counter() - began
     return result

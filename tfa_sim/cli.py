@@ -162,7 +162,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if not n.isdigit() or int(n) < 1:
                 raise InputError(f"--units {item!r}: expected PIPE=N like cube.M=2")
             units[kind.strip()] = int(n)
-    schedule = plan(events, overhead["core_stagger"], overhead["block_dispatch"], units)
+    schedule = plan(events, overhead, units)
     plan_summary, moved = planned(summary, events, schedule)
     what = "unlimited resources" if units is None else "one server per pipe" + (f" ({args.units})" if units else "")
     print(f"plan ({what}): {plan_summary['total_cycles']:.0f} cycles = {plan_summary['time_us']:.2f} µs; "

@@ -42,6 +42,10 @@ class CaseConfig:
     batch: int = 1
     heads: int = 1
     kv_heads: int = 1  # GQA: query head h reads K/V head h // (heads // kv_heads)
+    window: int = 0  # > 0: the causal local window, key j visible to query i when i − W < j ≤ i (needs causal)
+    softcap: float = 0.0  # > 0: scores become c·tanh(s·x/c) before the row max (docs/numerics.md)
+    mask: str = ""  # a .npy boolean mask file (True = masked), S0×S1 or [batch, heads, S0, S1] (--mask)
+    dtype: str = "fp16"  # Q, K, V and P: fp16 or bf16
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,9 @@ class ScheduleConfig:
     l0c: int = 2
     ub_src: int = 2  # qk / pv source tiles (shared addresses)
     ub_x_exp: int = 2  # indexed by the same counter as ub_src (l1_exp_max has cv_fifo_size entries)
+    block_order: str = "row"  # dispatch order of the blocks: row | zigzag | longest_first (tfa_sim.blocks)
+    s1_split: int | str = 1  # S1 chunks per row block, each its own block, merged by a combine launch; or "auto"
+    gqa_pack: bool = False  # pack the query heads of a K/V head into one block's rows
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,8 @@ class Config:
 
     @property
     def blocks_per_head(self) -> int:
-        return self.case.s0 // self.tiling.cube_s0
+        """Row blocks per query head (the last may be short)."""
+        return -(-self.case.s0 // self.tiling.cube_s0)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
@@ -131,7 +139,10 @@ class Config:
 
 _SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
                   "numerics": NumericsConfig, "hardware": HardwareConfig}
-CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm")}
+CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm"),
+           ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first")}
+#: Integer keys that also take the word "auto" (the model picks the value for the shape).
+AUTO = {("schedule", "s1_split")}
 
 
 #: Keys earlier versions accepted, with what replaced them.
@@ -145,7 +156,10 @@ def _suggest(word: str, options: list[str]) -> str:
 
 def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
     where = f"{section}.{key}"
-    if isinstance(default, bool):
+    if (section, key) in AUTO:
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InputError(f"config error: {where} = {value!r} must be an integer or \"auto\"")
+    elif isinstance(default, bool):
         if not isinstance(value, bool):
             raise InputError(f"config error: {where} = {value!r} must be true or false")
     elif isinstance(default, float):

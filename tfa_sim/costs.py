@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfa_sim.hardware import Hardware
@@ -40,14 +41,34 @@ def _mask_prefix(n: int) -> tuple[Group, ...]:
     return ((VectorOp("TTRI", "unary", n),), (VectorOp("TMULS", "unary", n),), (VectorOp("TADD", "binary", n),))
 
 
-def compute_p_ops(rows: int, cols: int, first: bool, mask: str) -> tuple[Group, ...]:
+def _softcap_prefix(n: int) -> tuple[Group, ...]:
+    """Logit softcap on n scores, as tfa-sim's tanh model computes it (docs/numerics.md, "The tanh model";
+    the reference kernel has no softcap, so the op list is tfa-sim's): u = x·s, v = u/c, both tanh
+    branches (Horner polynomial; exp, add, divide, subtract), the selects and the sign, y = w·c."""
+    def op(name: str, kind: str = "unary") -> VectorOp:
+        return VectorOp(name, kind, n)
+
+    horner = tuple(o for _ in range(4) for o in (op("TMUL", "binary"), op("TADDS")))
+    return ((op("TMULS"),), (op("TDIVS", "exp"),), (op("TABS"), op("TMUL", "binary")),
+            horner + (op("TMUL", "binary"), op("TMUL", "binary"), op("TADD", "binary")),
+            (op("TADD", "binary"), op("TEXP", "exp"), op("TADDS"), op("TDIV", "exp"), op("TSUBS")),
+            (op("TCMPS"), op("TSEL", "binary"), op("TCMPS"), op("TSEL", "binary"), op("TOR", "binary")),
+            (op("TMULS"),))
+
+
+def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> tuple[Group, ...]:
     """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``); ``mask``: how the mask covers the
-    slice, none | partial | full (:meth:`tfa_sim.blocks.Block.coverage`)."""
+    slice, none | partial | full (:meth:`tfa_sim.blocks.Block.coverage`); ``softcap``: the scores are capped
+    first, and the exponents then take no scale (the TMULS beside the TEXP drop out)."""
     n = rows * cols
     if mask == "full":  # nothing visible: x_exp = 0, exp_max = 1, the running state unchanged
         return ((VectorOp("TMULS", "unary", n, FP16), VectorOp("TMULS", "unary", rows)),
                 (VectorOp("TADDS", "unary", rows),))
-    prefix = _mask_prefix(n) if mask == "partial" else ()
+    prefix = (_softcap_prefix(n) if softcap else ()) + (_mask_prefix(n) if mask == "partial" else ())
+    if softcap:
+        body = compute_p_ops(rows, cols, first, "none")
+        unscaled = (tuple(o for o in g if o.name != "TMULS") if any(o.name == "TEXP" for o in g) else g for g in body)
+        return prefix + tuple(unscaled)
     if first:
         return (*prefix, (VectorOp("TROWMAX", "reduce", n),),
                 (VectorOp("TROWEXPANDSUB", "binary", n), VectorOp("TMULS", "unary", n), VectorOp("TEXP", "exp", n)),
@@ -71,6 +92,17 @@ def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> tuple[Group
     return (ops,) if ops else ()
 
 
+def combine_factor_ops(rows: int, chunks: int) -> tuple[Group, ...]:
+    """The combine's per-row work before the O loads: M = max over the chunks' maxima; per chunk
+    f = exp((m − M)·s); L = Σ f·l."""
+    def op(name: str, kind: str) -> VectorOp:
+        return VectorOp(name, kind, rows)
+
+    return ((op("TMAX", "binary"),) * max(1, chunks - 1),
+            (op("TSUB", "binary"), op("TMULS", "unary"), op("TEXP", "exp")) * chunks,
+            (op("TMUL", "binary"), op("TADD", "binary")) * chunks)
+
+
 class Costs:
     """Cycle costs for one hardware preset."""
 
@@ -92,18 +124,32 @@ class Costs:
         """TEXTRACT L1→L0A and L1→L0B of one sub-tile's panels (one MTE1 group)."""
         return nbytes_l0a / self.move.l1_to_l0a + nbytes_l0b / self.move.l1_to_l0b
 
-    def compute_p(self, rows: int, cols: int, first: bool, mask: str) -> float:
+    def compute_p(self, rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> float:
         """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
-        key = ("p", rows, cols, first, mask)
-        if key not in self._cache:
-            self._cache[key] = self.vector(compute_p_ops(rows, cols, first, mask))
-        return self._cache[key]
+        return self._memo(("p", rows, cols, first, mask, softcap),
+                          lambda: compute_p_ops(rows, cols, first, mask, softcap))
 
     def compute_gu(self, rows: int, head: int, first: bool, last: bool) -> float:
         """Cycles of compute_gu's vector sequence (memoised per shape)."""
-        key = ("gu", rows, head, first, last)
+        return self._memo(("gu", rows, head, first, last), lambda: compute_gu_ops(rows, head, first, last))
+
+    def combine_factors(self, rows: int, chunks: int) -> float:
+        """Cycles of the combine's max, factors and sum over ``chunks`` (:func:`combine_factor_ops`)."""
+        return self._memo(("cf", rows, chunks), lambda: combine_factor_ops(rows, chunks))
+
+    def combine_accumulate(self, rows: int, head: int) -> float:
+        """Cycles of acc += f ⊙row O for one chunk."""
+        n = rows * head
+        return self._memo(("ca", n), lambda: ((VectorOp("TROWEXPANDMUL", "binary", n), VectorOp("TADD", "binary", n)),))
+
+    def combine_normalise(self, rows: int, head: int) -> float:
+        """Cycles of O = acc ⊘row L."""
+        n = rows * head
+        return self._memo(("cn", n), lambda: ((VectorOp("TROWEXPANDDIV", "binary", n),),))
+
+    def _memo(self, key: tuple, ops: Callable[[], tuple[Group, ...]]) -> float:
         if key not in self._cache:
-            self._cache[key] = self.vector(compute_gu_ops(rows, head, first, last))
+            self._cache[key] = self.vector(ops())
         return self._cache[key]
 
     def vector(self, groups: tuple[Group, ...]) -> float:

@@ -8,23 +8,35 @@ blocks, so their memory grows with one block of scores, not with S0·S1.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from tfa_sim.blocks import config_mask
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
 from tfa_sim.intermediates import BY_NAME, empty_full, write_golden
-from tfa_sim.numerics import MASK_VALUE
+from tfa_sim.masks import Mask, Rows
+from tfa_sim.numerics import MASK_VALUE, input_dtype
 
 F32 = np.float32
 #: Score elements (float64) the reference attention holds at once.
 REFERENCE_CHUNK = 1 << 22
 
 
-def _causal_above(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Boolean mask of elements strictly above the diagonal (column > row)."""
-    return cols[None, :] > rows[:, None]
+def _hidden(mask: Mask, b: int, h: int, r0: int, rows: int, col0: int, cols: int) -> np.ndarray | None:
+    """Boolean rows×cols, True where the mask hides key col0+j from query r0+i of (batch b, head h)."""
+    if mask.kind == "none":
+        return None
+    pos = np.arange(r0, r0 + rows, dtype=np.int64)
+    return ~mask.visible(Rows(b, np.full(rows, h, np.int64), pos), col0, cols)
+
+
+def _capped(s: np.ndarray, softcap: float) -> np.ndarray:
+    """Scaled float64 scores through the logit softcap c·tanh(s/c) (unchanged when c = 0)."""
+    return softcap * np.tanh(s / softcap) if softcap else s
 
 
 def _heads(config: Config):
@@ -35,19 +47,20 @@ def _heads(config: Config):
 
 
 def reference_attention(inputs: Inputs, config: Config) -> np.ndarray:
-    """softmax(Q·Kᵀ/sqrt(HEAD))·V in float64, [batch, heads, S0, HEAD], in row blocks."""
+    """softmax(cap(Q·Kᵀ/sqrt(HEAD)) + mask)·V in float64, [batch, heads, S0, HEAD], in row blocks."""
     c = config.case
+    mask = config_mask(config)
     out = np.empty((c.batch, c.heads, c.s0, c.head), np.float64)
     step = max(1, REFERENCE_CHUNK // c.s1)
-    cols = np.arange(c.s1)
     for b, h, kv in _heads(config):
         k = inputs.k[b, kv].astype(np.float64)
         v = inputs.v[b, kv].astype(np.float64)
         for r0 in range(0, c.s0, step):
             q = inputs.q[b, h, r0:r0 + step].astype(np.float64)
-            s = q @ k.T / np.sqrt(c.head)
-            if c.causal:
-                s = np.where(_causal_above(np.arange(r0, r0 + q.shape[0]), cols), -np.inf, s)
+            s = _capped(q @ k.T / np.sqrt(c.head), c.softcap)
+            hidden = _hidden(mask, b, h, r0, q.shape[0], 0, c.s1)
+            if hidden is not None:
+                s = np.where(hidden, -np.inf, s)
             e = np.exp(s - s.max(axis=-1, keepdims=True))
             out[b, h, r0:r0 + q.shape[0]] = (e / e.sum(axis=-1, keepdims=True)) @ v
     return out
@@ -76,26 +89,33 @@ def kernel_golden(inputs: Inputs, config: Config, record: bool = False) -> Kerne
     o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
     tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
     p_fp32 = np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None
+    mask = config_mask(config)
     for b, h, kv in _heads(config):
         o[b, h] = _golden_head(inputs.q[b, h], inputs.k[b, kv], inputs.v[b, kv], config,
+                               partial(_hidden, mask, b, h, 0, c.s0),
                                None if tensors is None else {n: a[b, h] for n, a in tensors.items()},
                                None if p_fp32 is None else p_fp32[b, h])
     return KernelGolden(o, tensors, p_fp32)
 
 
 def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Config,
+                 hidden: Callable[[int, int], np.ndarray | None],
                  rec: dict[str, np.ndarray] | None, p_fp32: np.ndarray | None) -> np.ndarray:
+    """One head's recurrence; ``hidden(col0, cols)``: the mask of its rows over those columns.  With softcap
+    the scores are capped in float64 (scale included) and the exponents take no further scale."""
     c, tile = config.case, config.tiling.tile_s1
-    scale = 1 / np.sqrt(c.head)  # float64 scalar: (x − max)·scale and exp run in float64
+    scale = 1.0 if c.softcap else 1 / np.sqrt(c.head)  # float64: (x − max)·scale and exp run in float64
     q32 = q16.astype(F32)
-    rows = np.arange(c.s0)
     m = l = o = None
     for t in range(c.s1 // tile):
         cols = slice(t * tile, (t + 1) * tile)
         x = q32 @ k16[cols].astype(F32).T
         qk = x
-        if c.causal:
-            x = np.where(_causal_above(rows, np.arange(t * tile, (t + 1) * tile)), x + MASK_VALUE, x)
+        if c.softcap:
+            x = _capped(x / np.sqrt(c.head), c.softcap).astype(F32)
+        masked = hidden(t * tile, tile)
+        if masked is not None:
+            x = np.where(masked, x + MASK_VALUE, x)
         tile_max = x.max(axis=-1)
         if m is None:
             m_new, em = tile_max, np.ones_like(tile_max)
@@ -106,7 +126,7 @@ def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Conf
         tile_sum = e.sum(axis=-1, dtype=F32)
         l = tile_sum if l is None else em * l + tile_sum
         m = m_new
-        p = e.astype(np.float16)
+        p = e.astype(input_dtype(c.dtype))
         pv = p.astype(F32) @ v16[cols].astype(F32)
         o = pv if o is None else em[:, None] * o + pv
         if rec is not None and p_fp32 is not None:

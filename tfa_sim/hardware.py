@@ -77,10 +77,12 @@ class SyncParams:
 
 @dataclass(frozen=True)
 class OverheadParams:
-    """Launch and dispatch, in cycles: the host's launch (before the first core starts, outside the kernel
-    time), the start of each block on a core, and the gap between the starts of consecutive cores."""
+    """Launch and dispatch, in cycles: the host's launch (before time 0, outside the kernel time), the
+    device's start of a launch before its first core starts, the start of each block on a core, and the gap
+    between the starts of consecutive cores."""
 
     host_launch: float
+    kernel_start: float
     block_dispatch: float
     core_stagger: float
 

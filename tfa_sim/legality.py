@@ -5,6 +5,8 @@ broken, the values involved and a legal alternative.
 """
 from __future__ import annotations
 
+import math
+
 from tfa_sim.buffers.capacity import buffer_use, cube_k
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
@@ -28,9 +30,28 @@ def _fix(key: str, n: int, target: int, step: int, other: str, multiple: int) ->
     return f"use {key}={d}" if d else f"use {other}={-(-n // multiple) * multiple}"
 
 
+def _check_variants(config: Config) -> None:
+    """The kernel variants: window, softcap, mask file, split-S1 (docs/kernel.md, "Variants")."""
+    c, s = config.case, config.schedule
+    _require(c.window == 0 or c.causal, f"case.window={c.window} is the causal local window (i − W < j ≤ i); "
+             f"set case.causal = true with it")
+    _require(math.isfinite(c.softcap) and c.softcap >= 0, f"case.softcap={c.softcap} must be a finite number ≥ 0 "
+             f"(0 = off; Gemma uses 50 for attention)")
+    _require(not c.mask or not c.causal, "case.mask replaces the causal mask: give either --mask FILE or "
+             "case.causal = true, not both (put the causal part into the mask file)")
+    tiles = c.s1 // config.tiling.tile_s1
+    _require(isinstance(s.s1_split, str) or s.s1_split <= max(1, tiles),
+             f"schedule.s1_split={s.s1_split} > the {tiles} logical tiles of S1 (S1/TILE_S1): a chunk needs a "
+             f"tile; use s1_split ≤ {tiles} or \"auto\"")
+
+
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise InputError(f"illegal config: {message}")
+
+
+#: Integer keys where 0 is legal: qk_preload 0 is tfa-sim's no-preload schedule, window 0 is no window.
+ZERO_OK = ("qk_preload", "window")
 
 
 def check_legal(config: Config) -> None:
@@ -38,15 +59,14 @@ def check_legal(config: Config) -> None:
     c, t, s = config.case, config.tiling, config.schedule
     for section, obj in (("case", c), ("tiling", t), ("schedule", s)):
         for key, value in vars(obj).items():
-            low = 0 if key == "qk_preload" else 1  # qk_preload 0: tfa-sim's no-preload schedule
+            low = 0 if key in ZERO_OK else 1
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise InputError(f"illegal config: {section}.{key}={value} must be ≥ {low}")
     _require(c.head % 16 == 0, f"case.head={c.head} must be a multiple of 16 (cube fractal 16×16); use 64 or 128")
     _require(c.heads % c.kv_heads == 0,
              f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} (GQA groups); "
              f"use kv_heads={_divisors_near(c.heads, c.kv_heads)}")
-    _require(c.s0 % t.cube_s0 == 0, f"S0 % CUBE_S0 == 0 broken: case.s0={c.s0}, tiling.cube_s0={t.cube_s0}; "
-             + _fix("cube_s0", c.s0, t.cube_s0, 16, "case.s0", t.cube_s0))
+    _check_variants(config)
     _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
              + _fix("tile_s1", c.s1, t.tile_s1, t.cube_s1, "case.s1", t.tile_s1))
     _require(t.cube_s1 % 16 == 0, f"tiling.cube_s1={t.cube_s1} must be a multiple of 16 (cube fractal); use 128")

@@ -16,8 +16,11 @@ with nothing visible only zeroes its ``x_exp`` (``full``).  Positions are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from tfa_sim.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,9 @@ class Mask:
         return "partial"
 
     def empty_rows(self, rows: Rows, s1: int) -> np.ndarray:
-        """Positions of rows that see no key at all (refused before a run)."""
+        """Boolean per row: True where the row sees no key at all (refused before a run)."""
         lo, hi = self.bounds(rows)
-        return rows.pos[(hi < 0) | (lo > s1 - 1) | (hi < lo)]
+        return (hi < 0) | (lo > s1 - 1) | (hi < lo)
 
     def tile_coverage(self, rows: Rows, col0s: np.ndarray, cols: int) -> tuple[np.ndarray, np.ndarray]:
         """For column ranges [c, c + cols) of each c in ``col0s``: (any pair visible, every pair visible)."""
@@ -113,9 +116,32 @@ class MaskArray(Mask):
         return "none" if seen.all() else "full" if not seen.any() else "partial"
 
     def empty_rows(self, rows: Rows, s1: int) -> np.ndarray:
-        return rows.pos[~self.visible(rows, 0, s1).any(axis=1)]
+        return np.asarray(~self.visible(rows, 0, s1).any(axis=1))
 
     def tile_coverage(self, rows: Rows, col0s: np.ndarray, cols: int) -> tuple[np.ndarray, np.ndarray]:
         seen = self.visible(rows, 0, int(col0s.max()) + cols)
         parts = [seen[:, c:c + cols] for c in col0s]
         return np.array([p.any() for p in parts]), np.array([p.all() for p in parts])
+
+
+def load_mask(path: str | Path, batch: int, heads: int, s0: int, s1: int) -> MaskArray:
+    """A ``.npy`` boolean mask (True = masked): S0×S1, or [batch, heads, S0, S1] where a leading axis may be 1
+    (the same mask for every batch or head).  Anything else is an :class:`InputError` naming the fix."""
+    p = Path(path)
+    where = f"mask file {p}"
+    if not p.is_file():
+        raise InputError(f"{where} not found; give a .npy boolean array (np.save) of shape S0×S1 = {s0}×{s1}")
+    try:
+        a = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(f"{where} is not a readable .npy array ({type(exc).__name__}: {exc}); "
+                         f"write it with numpy.save") from None
+    if a.dtype != np.bool_:
+        raise InputError(f"{where} has dtype {a.dtype}; it must be bool (True = masked): use mask.astype(bool)")
+    if a.ndim == 2:
+        a = a[None, None]
+    ok = a.ndim == 4 and a.shape[2:] == (s0, s1) and a.shape[0] in (1, batch) and a.shape[1] in (1, heads)
+    if not ok:
+        raise InputError(f"{where} has shape {a.shape}; expected S0×S1 = ({s0}, {s1}) or "
+                         f"[batch|1, heads|1, S0, S1] = ([{batch}|1], [{heads}|1], {s0}, {s1})")
+    return MaskArray(np.ascontiguousarray(a))

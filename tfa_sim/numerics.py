@@ -39,6 +39,11 @@ U32 = np.uint32
 #: The narrow element types of Q, K, V and ``x_exp``.
 INPUT_DTYPES = (np.dtype(F16), BF16)
 
+
+def input_dtype(name: str) -> np.dtype:
+    """``case.dtype`` ("fp16" or "bf16") as a numpy dtype."""
+    return {"fp16": np.dtype(F16), "bf16": BF16}[name]
+
 #: Value the kernel adds to masked scores (above the causal diagonal) before the row max.
 MASK_VALUE = F32(-3.40282e38)
 

@@ -148,7 +148,8 @@ def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
 
     out: dict[str, Any] = {"bubbles": bubbles(sim.stats.pipes, sim.total_cycles)}
     if sim.stats.events is not None:
-        cp = critical_path_report(sim.stats.events, hw.overhead.core_stagger, hw.overhead.block_dispatch)
+        cp = critical_path_report(sim.stats.events, dataclasses.asdict(hw.overhead),
+                                  [x.first_block for x in sim.launches[1:]])
         cp.pop("path", None)
         if "length_cycles" in cp:
             cp["fraction_of_makespan"] = round(cp["length_cycles"] / sim.total_cycles, 4)

@@ -1,13 +1,50 @@
-"""One simulated run of the TFA kernel: the stage programs (``tfa_sim.stages``) on the chip engine."""
+"""One simulated run of the TFA kernel: the stage programs (``tfa_sim.stages``) on the chip engine.
+
+A split-S1 run is two launches: the TFA kernel, whose blocks leave partial
+results, then the combine (:mod:`tfa_sim.stages.combine`).
+"""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
+from tfa_sim.blocks import Block, config_mask, row_groups
 from tfa_sim.config import Config
-from tfa_sim.engine.chip import SimResult, run_chip
+from tfa_sim.engine.chip import Kernel, SimResult, run_chip
 from tfa_sim.hardware import Hardware
-from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.stages.block_kernel import Numerics, Partials
+from tfa_sim.stages.combine import CombineKernel
 from tfa_sim.stages.run_tfa import TfaKernel
+
+
+def launches(config: Config, hw: Hardware, numerics: Numerics | None = None) -> list[Kernel]:
+    """The kernels of one run, in launch order (allocating the partials a split run passes between them)."""
+    tfa = TfaKernel(config, hw, numerics, config_mask(config))
+    chunks = max((b.chunks for b in tfa.blocks), default=1)
+    if chunks == 1:
+        return [tfa]
+    c = config.case
+    if numerics is not None:
+        numerics.partials = Partials.empty(chunks, c.batch, c.heads, c.s0, c.head)
+    scale = np.float32(1.0) if c.softcap else tfa.shape.scale  # capped maxima carry the scale already
+    return [tfa, CombineKernel(tfa.blocks, c.head, tfa.costs, scale, numerics)]
+
+
+def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
+    """What the blocks issue: logical tiles issued and skipped (a mask hides them from every row of the
+    block), cube sub-tiles skipped within issued tiles, and the K and V bytes the blocks load."""
+    c, t = config.case, config.tiling
+    issued = sum(b.tiles for b in blocks)
+    computed = sum(b.work for b in blocks)
+    return {"tiles_issued": issued, "tiles_skipped": len(row_groups(config)) * config.tiles - issued,
+            "sub_tiles_skipped": issued * t.k_tile_factor - computed,
+            "kv_bytes": 2 * computed * t.cube_s1 * c.head * 2}
 
 
 def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True) -> SimResult:
     """Run the whole kernel once; fills ``numerics.out`` when numerics are on."""
-    return run_chip(TfaKernel(config, hw, numerics), hw, log_events)
+    kernels = launches(config, hw, numerics)
+    result = run_chip(kernels, hw, log_events)
+    result.work = work(config, kernels[0].blocks)
+    return result

@@ -23,7 +23,7 @@ from tfa_sim.units import TRACKS, parse_unit
 
 STAGES = {"compute_qk": ("QK", "#4C72B0"), "compute_p": ("P", "#DD8452"), "compute_pv": ("PV", "#55A868"),
           "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C"),
-          "dispatch": ("dispatch", "#BBBBBB")}
+          "dispatch": ("dispatch", "#BBBBBB"), "combine": ("combine", "#8172B3")}
 #: More bars than this in one HTML file make browsers crawl: narrow with --cores/--tiles.
 MAX_HTML_BARS = 60_000
 MAX_LABELS = 600
@@ -125,7 +125,7 @@ def _lanes_and_bars(events: list, by: str) -> tuple[list[str], list[Bar]]:
     if by == "pipe":
         lanes = [f"{u} {p}" for u in units for p in TRACKS[unit_kind(u)]]
     elif by == "stage":
-        per_unit = {"cube": ("dispatch", "QK", "PV", "end"), "vec": ("P", "GU", "end")}
+        per_unit = {"cube": ("dispatch", "QK", "PV", "end"), "vec": ("P", "GU", "end", "combine")}
         present = {_lane(e, by) for e in events if e.end > e.start}  # zero-length handshakes draw nothing
         lanes = [f"{u} {s}" for u in units for s in per_unit[unit_kind(u)] if f"{u} {s}" in present]
     else:

@@ -1,12 +1,14 @@
 """The chip: N AI cores, shared GM, blocks dispatched round-robin in waves; one SimPy run.
 
-Core c runs blocks c, c+N, c+2N, … (the kernel's ``for block = coreIdx;
-block < total; block += coreNum``), one after another.  Time 0 is when the
-first core starts; core c starts ``c·core_stagger`` cycles later (the device
-starts its cores one after another) and pays ``block_dispatch`` before each
-block.  The kernel time is the last core's end: max(end) − min(start), as the
-board measures it; the host's launch comes before time 0 and is reported
-apart.  What a block does comes from a :class:`Kernel` (the stage programs of
+A run is one or more kernel launches, one after another (the split-S1 kernel
+and its combine).  In each, core c runs blocks c, c+N, c+2N, … of the launch
+(the kernel's ``for block = coreIdx; block < total; block += coreNum``), one
+after another.  Time 0 is the device starting the first launch: core c starts
+``kernel_start + c·core_stagger`` cycles later and pays ``block_dispatch``
+before each block.  The kernel time is the last launch's last core's end, as
+the board measures it; the host's launch comes before time 0 and is reported
+apart (a second launch is queued on the stream while the first runs, so only
+its device-side ``kernel_start`` adds).  What a block does comes from a :class:`Kernel` (the stage programs of
 ``tfa_sim.stages``); the chip only runs it.  A run that stops with work left
 is a deadlock (exit 3).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Generator, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import simpy
@@ -46,6 +48,10 @@ class Kernel(Protocol):
     """What the chip runs: the blocks in dispatch order, and how a block starts on a core."""
 
     @property
+    def name(self) -> str:
+        """The launch's name in reports (``tfa``, ``combine``)."""
+
+    @property
     def stages(self) -> Sequence[str]: ...
 
     @property
@@ -58,6 +64,22 @@ class Kernel(Protocol):
         """Blocks with equal keys issue the same instructions on the same buffers (None: never replay)."""
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a run: its name, its blocks' indices, and when it started and ended (cycles)."""
+
+    name: str
+    first_block: int
+    blocks: int
+    cores: int
+    start: float
+    end: float
+
+    @property
+    def waves(self) -> int:
+        return -(-self.blocks // self.cores) if self.cores else 0
+
+
 @dataclass
 class SimResult:
     total_cycles: float
@@ -68,6 +90,10 @@ class SimResult:
     stats: Stats
     gm_bytes: int = 0
     hbm_bytes: int = 0
+    launches: list[Launch] = field(default_factory=list)
+    core_busy: list[float] = field(default_factory=list)  # per core of the first launch: dispatch + its blocks
+    core_end: list[float] = field(default_factory=list)  # per core of the first launch: when its last block ended
+    work: dict[str, int] = field(default_factory=dict)  # what the kernel's blocks issue (filled by the caller)
 
     @property
     def time_us(self) -> float:
@@ -83,59 +109,95 @@ def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:
     return [list(blocks[c::cores]) for c in range(cores)]
 
 
-def run_chip(kernel: Kernel, hw: Hardware, log_events: bool = True) -> SimResult:
-    """Run the whole kernel once on ``hw``."""
-    env = simpy.Environment()
-    stats = Stats(log_events, kernel.stages)
-    gm = GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth, hw.gm.miss_latency)
-    blocks = kernel.blocks
-    n_cores = min(hw.cube_cores, len(blocks))
-    cores = [Core(env, i, stats, gm) for i in range(n_cores)]
-    ends = [0.0] * n_cores
+class _Chip:
+    """The cores, GM and statistics of one run, and the processes that run its launches."""
 
-    def run_core(core: Core, queue: list[Any]) -> Generator[simpy.Event, Any, None]:
+    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str]) -> None:
+        self.hw, self.env = hw, simpy.Environment()
+        self.stats = Stats(log_events, stages)
+        self.gm = GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth, hw.gm.miss_latency)
+        self.cores: list[Core] = []  # created as launches need them (unused cores have no pipes in the stats)
+        self.launches: list[Launch] = []
+        self.busy: list[list[float]] = []  # per launch, per core
+        self.ends: list[list[float]] = []
+        self.running: list[tuple[Core, Any]] = []  # the core processes of the launch under way
+
+    def run_launches(self, kernels: Sequence[Kernel]) -> Generator[simpy.Event, Any, None]:
+        """Each kernel after the previous one has ended: the device starts it (``kernel_start``), then its cores."""
+        for kernel in kernels:
+            start, blocks = self.env.now, kernel.blocks
+            n = min(self.hw.cube_cores, len(blocks))
+            self.cores += [Core(self.env, i, self.stats, self.gm) for i in range(len(self.cores), n)]
+            busy, ends = [0.0] * n, [start] * n
+            self.running = [(core, self.env.process(self.run_core(kernel, core, queue, busy, ends)))
+                            for core, queue in zip(self.cores, dispatch(blocks, n))]
+            yield simpy.AllOf(self.env, [proc for _, proc in self.running])
+            first = blocks[0].index if blocks else 0
+            self.launches.append(Launch(kernel.name, first, len(blocks), n, start, max(ends, default=start)))
+            self.busy.append(busy)
+            self.ends.append(ends)
+
+    def run_core(self, kernel: Kernel, core: Core, queue: list[Any], busy: list[float],
+                 ends: list[float]) -> Generator[simpy.Event, Any, None]:
+        env, stats, over = self.env, self.stats, self.hw.overhead
         templates: dict[Hashable, tuple[BlockRun, list[list[Any]]]] = {}
-        if core.index and hw.overhead.core_stagger:
-            yield env.timeout(core.index * hw.overhead.core_stagger)
+        wait = over.kernel_start + core.index * over.core_stagger
+        if wait:
+            stats.span(core.cube[0].unit, DISPATCH, DISPATCH, queue[0].index, "kernel start", env.now, env.now + wait)
+            yield env.timeout(wait)
         for block in queue:
-            if hw.overhead.block_dispatch:
+            began = env.now
+            if over.block_dispatch:
                 stats.span(core.cube[0].unit, DISPATCH, DISPATCH, block.index, "block dispatch", env.now,
-                           env.now + hw.overhead.block_dispatch)
-                yield env.timeout(hw.overhead.block_dispatch)
-            key = kernel.template_key(block)
-            cached = templates.get(key) if key is not None else None
-            run = kernel.start(env, core, block, stats) if cached is None else cached[0]
-            streams = core.streams = [IssueStream(env, pipes[0].unit, pipes) for pipes, _ in run.programs]
-            if cached is None:
-                for stream, (_, program) in zip(streams, run.programs):
-                    stream.run(program, record=key is not None)
-                if key is not None:  # the streams fill their item lists until the block ends
-                    templates[key] = (run, [stream.items for stream in streams if stream.items is not None])
-            else:
-                run.restart(block)
-                for stream, template in zip(streams, cached[1]):
-                    stream.replay(template, block.index)
-            for stream in streams:
-                done = stream.done()
-                if done is not None:
-                    yield done
-            run.finish()
+                           env.now + over.block_dispatch)
+                yield env.timeout(over.block_dispatch)
+            yield from self.run_block(kernel, core, block, templates)
+            busy[core.index] += env.now - began
         ends[core.index] = env.now
 
-    procs = [env.process(run_core(core, q)) for core, q in zip(cores, dispatch(blocks, n_cores))]
+    def run_block(self, kernel: Kernel, core: Core, block: Any,
+                  templates: dict[Hashable, tuple[BlockRun, list[list[Any]]]]) -> Generator[simpy.Event, Any, None]:
+        """One block on ``core``: its programs issued (or a recorded template replayed) until all complete."""
+        key = kernel.template_key(block)
+        cached = templates.get(key) if key is not None else None
+        run = kernel.start(self.env, core, block, self.stats) if cached is None else cached[0]
+        streams = core.streams = [IssueStream(self.env, pipes[0].unit, pipes) for pipes, _ in run.programs]
+        if cached is None:
+            for stream, (_, program) in zip(streams, run.programs):
+                stream.run(program, record=key is not None)
+            if key is not None:  # the streams fill their item lists until the block ends
+                templates[key] = (run, [stream.items for stream in streams if stream.items is not None])
+        else:
+            run.restart(block)
+            for stream, template in zip(streams, cached[1]):
+                stream.replay(template, block.index)
+        for stream in streams:
+            done = stream.done()
+            if done is not None:
+                yield done
+        run.finish()
+
+
+def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool = True) -> SimResult:
+    """Run the kernels (one launch each, in order) once on ``hw``; time 0 is the first launch's start."""
+    launches = [kernels] if not isinstance(kernels, Sequence) else list(kernels)
+    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s])
+    launcher = chip.env.process(chip.run_launches(launches))
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
     # a fifth of the wall time on large runs.  Blocks drop their tiles when they end
     # (BlockRun.finish), so what stays uncollected until the end is small.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        env.run()
+        chip.env.run()
     finally:
         if gc_was_enabled:
             gc.enable()
-    stuck = [c for c, p in zip(cores, procs) if p.is_alive]
-    if stuck:
-        raise ScheduleError(deadlock_report(env.now, stuck))
-    return SimResult(total_cycles=max(ends), clock_mhz=hw.clock_mhz, cores_used=n_cores,
-                     blocks=len(blocks), waves=-(-len(blocks) // n_cores), stats=stats, gm_bytes=gm.bytes,
-                     hbm_bytes=gm.hbm_bytes)
+    if launcher.is_alive:
+        stuck = [core for core, proc in chip.running if proc.is_alive]
+        raise ScheduleError(deadlock_report(chip.env.now, stuck))
+    first = chip.launches[0]
+    return SimResult(total_cycles=chip.launches[-1].end, clock_mhz=hw.clock_mhz, cores_used=first.cores,
+                     blocks=first.blocks, waves=first.waves, stats=chip.stats, gm_bytes=chip.gm.bytes,
+                     hbm_bytes=chip.gm.hbm_bytes, launches=chip.launches, core_busy=chip.busy[0],
+                     core_end=chip.ends[0])

@@ -47,7 +47,27 @@ def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
         "stalls": {stage: {cause: round(c, 3) for cause, c in causes.items()}
                    for stage, causes in result.stats.stalls.items()},
         "gm_bytes": result.gm_bytes,
+        "hbm_bytes": result.hbm_bytes,
+        "work": result.work,
+        "balance": balance(result),
+        "launches": [{"name": x.name, "blocks": x.blocks, "cores": x.cores, "waves": x.waves,
+                      "start_cycle": round(x.start, 3), "end_cycle": round(x.end, 3)} for x in result.launches],
     }
+
+
+def balance(result: SimResult) -> dict[str, Any]:
+    """How evenly the first launch's blocks kept its cores busy: per-core busy cycles (dispatch and blocks),
+    imbalance = max/mean busy, the idle tail (first core out of work → launch end) and the idle share."""
+    busy, ends = result.core_busy, result.core_end
+    if not busy:
+        return {}
+    launch = result.launches[0]
+    span = launch.end - launch.start
+    mean = sum(busy) / len(busy)
+    return {"core_busy_cycles": [round(b, 3) for b in busy],
+            "imbalance": round(max(busy) / mean, 4) if mean else 1.0,
+            "idle_tail_cycles": round(launch.end - min(ends), 3),
+            "idle_fraction": round(1 - sum(busy) / (len(busy) * span), 4) if span else 0.0}
 
 
 def format_timing(t: dict[str, Any]) -> list[str]:
@@ -61,4 +81,20 @@ def format_timing(t: dict[str, Any]) -> list[str]:
         f"bound pipe: {t['bound_pipe']}",
         f"  busy (mean over cores): {busy}",
         f"  stall cycles by stage (sum over pipes): {stalls or 'none'}",
+        *_format_balance(t),
     ]
+
+
+def _format_balance(t: dict[str, Any]) -> list[str]:
+    lines = []
+    b, w = t.get("balance"), t.get("work", {})
+    if b:
+        lines.append(f"  cores: imbalance {b['imbalance']:.3f} (max/mean busy), idle tail {b['idle_tail_cycles']:.0f} "
+                     f"cycles, idle {b['idle_fraction']:.1%} of core-time")
+    if w.get("tiles_skipped"):
+        lines.append(f"  mask: {w['tiles_skipped']} of {w['tiles_skipped'] + w['tiles_issued']} logical tiles skipped "
+                     f"(not loaded, not computed), {w['sub_tiles_skipped']} cube sub-tiles of issued tiles skipped")
+    if len(t.get("launches", ())) > 1:
+        lines.append("  launches: " + ", ".join(f"{x['name']} {x['blocks']} blocks on {x['cores']} cores "
+                                                 f"{x['start_cycle']:.0f}–{x['end_cycle']:.0f}" for x in t["launches"]))
+    return lines

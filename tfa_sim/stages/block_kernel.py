@@ -33,13 +33,30 @@ from tfa_sim.units import LANES, cube_unit, vec_unit
 
 
 @dataclass
+class Partials:
+    """What split-S1 blocks leave in GM for the combine (fp32): per chunk, each row's unnormalised O, its
+    running max and its running sum, in the full [chunk, batch, heads, S0, …] layout."""
+
+    o: np.ndarray  # [chunks, batch, heads, S0, HEAD]
+    m: np.ndarray  # [chunks, batch, heads, S0]
+    l: np.ndarray  # [chunks, batch, heads, S0]
+
+    @classmethod
+    def empty(cls, chunks: int, batch: int, heads: int, s0: int, head: int) -> Partials:
+        rows = (chunks, batch, heads, s0)
+        return cls(np.zeros(rows + (head,), np.float32), np.zeros(rows, np.float32), np.zeros(rows, np.float32))
+
+
+@dataclass
 class Numerics:
-    """What the stages compute with: backend, inputs, the output being filled, optional dumps."""
+    """What the stages compute with: backend, inputs, the output being filled, optional dumps, and (split-S1)
+    the partial results between the two launches."""
 
     backend: Backend
     inputs: Inputs
     out: np.ndarray
     dumps: Any = None  # a tfa_sim.dumps.DumpRecorder when dumping
+    partials: Partials | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,8 @@ class Shape:
     qk_cube_k: int  # CubeK of compute_qk's matmul
     pv_cube_k: int
     scale: np.float32  # the softmax scale s = fp32(1/sqrt(HEAD))
+    softcap: float  # c > 0: scores capped to c·tanh(s·x/c); 0: off
+    dtype: Any  # Q, K, V and P (x_exp): float16 or bfloat16
 
 
 class BlockKernel:
@@ -92,7 +111,7 @@ class BlockKernel:
         tile = (shape.cube_s0, shape.tile_s1)
         self.qk_fifo = self._fifo(f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
                                   [aic.FIX] * LANES, [v.MTE2 for v in aiv])
-        self.p_fifo = self._fifo(f"{core_name}.p_tile_fifo", depth, period, latency, tile, np.float16,
+        self.p_fifo = self._fifo(f"{core_name}.p_tile_fifo", depth, period, latency, tile, shape.dtype,
                                  [v.MTE3 for v in aiv], [aic.MTE2] * LANES)
         self.pv_fifo = self._fifo(f"{core_name}.pv_tile_fifo", depth, period, latency, (shape.cube_s0, shape.head),
                                   np.float32, [aic.FIX] * LANES, [v.MTE2 for v in aiv])
@@ -170,10 +189,28 @@ class BlockKernel:
         b = self.block
         return View(self.data.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
 
+    def lane_rows(self, lane: int) -> tuple[int, int]:
+        """(first block row, rows) of AIV ``lane`` (:meth:`~tfa_sim.blocks.Block.lane_rows`)."""
+        return self.block.lane_rows(lane)
+
     def gm_o(self, lane: int) -> View:
-        rows, half = self.block.rows, self.shape.half
-        own = slice(lane * half, (lane + 1) * half)
+        """AIV ``lane``'s rows of O (or, for a partial block, of its chunk's unnormalised O)."""
+        rows, (first, n) = self.block.rows, self.lane_rows(lane)
+        own = slice(first, first + n)
+        if self.block.partial:
+            return View(self.partials.o, (self.block.chunk, rows.batch, rows.heads[own], rows.pos[own]))
         return View(self.data.out, (rows.batch, rows.heads[own], rows.pos[own]))
+
+    def gm_partial(self, lane: int, name: str) -> View:
+        """AIV ``lane``'s rows of the chunk's running max (``m``) or sum (``l``) in GM."""
+        rows, (first, n) = self.block.rows, self.lane_rows(lane)
+        own = slice(first, first + n)
+        return View(getattr(self.partials, name), (self.block.chunk, rows.batch, rows.heads[own], rows.pos[own]))
+
+    @property
+    def partials(self) -> Partials:
+        assert self.data.partials is not None, "split-S1 runs allocate the partials"
+        return self.data.partials
 
     # ---- block end --------------------------------------------------------------------------------
     def _pools(self) -> list[PingPong]:

@@ -13,6 +13,11 @@ Per logical tile, in the kernel's order (docs/kernel.md, "The four stages"):
    ``O = O ⊘row L`` (numerics: :func:`update`); tile 0 has no vector work but
    its hand-back of the source tile;
 4. after the last tile, ``TSTORE O`` (MTE3): the AIV's rows of the output to GM.
+
+A split-S1 block (one chunk of several) does not divide: after its last tile it
+stores the unnormalised O and the rows' running max and sum, fp32, for the
+combine launch (``TSTORE partial``).  An AIV with no rows (a one-row block)
+keeps the handshakes and moves nothing.
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ NOT_RESCALED = Const(None)  # tile 0 has no l1_exp_max: update() ignores it ther
 
 def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv: np.ndarray,
            l1_exp_max: np.ndarray, l2_global_sum: np.ndarray) -> np.ndarray:
-    """running_o after tile t: PV₀, or l1_exp_max ⊙row O + PV_t; divided by L after the last tile.
+    """running_o after tile t: PV₀, or l1_exp_max ⊙row O + PV_t; divided by L after the last tile
+    (``last`` is False throughout for a split-S1 chunk, which leaves the division to the combine).
 
     tfa-sim always divides after the last tile, unlike the reference kernel's
     single-tile shortcut (README "Numerics").
@@ -45,30 +51,43 @@ def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv:
 def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int) -> Program:
     """GU(t) on AIV ``lane`` (``src_id``: the shared ping-pong counter); returns the ``TSTORE O`` after the
     block's last tile (else None)."""
-    n, aiv = k.shape, k.aiv[lane]
+    n, aiv, block = k.shape, k.aiv[lane], k.block
     pv = k.pv_fifo.tile(t, (lane,))
-    half = slice(lane * n.half, (lane + 1) * n.half)  # this AIV's rows of the block
+    row0, rows = k.lane_rows(lane)
+    own = slice(row0, row0 + rows)  # this AIV's rows of the block
     src = k.ub_src[lane].slot(src_id)
-    nbytes = n.half * n.head * FP32
+    nbytes = rows * n.head * FP32
     yield k.wait(STAGE, pv.ready)  # wait(): the PV tile is in GM
     load = yield k.instr(
-        aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub"), waits=(src,),
-        op=(Move(pv.region(half), src),) if k.numerics else None,
+        aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub") if rows else 0.0, waits=(src,),
+        op=(Move(pv.region(own), src),) if k.numerics else None,
         then=(pv.free, pv.credit) if pv.notifies else (pv.free,), nbytes=nbytes)
-    first, last = t == 0, t == k.block.tiles - 1
+    first, last = t == 0, t == block.tiles - 1
+    divide = last and not block.partial
     exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
-    if k.numerics:
-        o = View(k.running_o[lane])
-        step = partial(update, k.data.backend, first, last)
-        scale = NOT_RESCALED if first else exp_max.region()
-        op = (Compute(step, (o, src, scale, View(k.l2_global_sum[lane])), (o,)),
-              *k.dump("o_part", t, lane * n.half, o))
-    vec = yield k.instr(aiv.V, STAGE, t, 0, "VEC update", k.costs.compute_gu(n.half, n.head, first, last),
-                        waits=(load,), op=op, then=(src.release,) if first else (exp_max.read, src.release))
+    mine = slice(0, rows)
+    if k.numerics and rows:
+        o = View(k.running_o[lane], mine)
+        step = partial(update, k.data.backend, first, divide)
+        scale = NOT_RESCALED if first else exp_max.region(mine)
+        op = (Compute(step, (o, src, scale, View(k.l2_global_sum[lane], mine)), (o,)), *k.dump("o_part", t, row0, o))
+    cost = k.costs.compute_gu(rows, n.head, first, divide) if rows else 0.0
+    vec = yield k.instr(aiv.V, STAGE, t, 0, "VEC update", cost, waits=(load,), op=op,
+                        then=(src.release,) if first else (exp_max.read, src.release))
     if not last:
         return None
+    moves: tuple[Effect, ...] = ()
+    if block.partial:  # the chunk's unnormalised O, max and sum for the combine
+        nbytes += 2 * rows * FP32
+        if k.numerics and rows:
+            moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane)),
+                     Move(View(k.m2_global_max[lane], mine), k.gm_partial(lane, "m")),
+                     Move(View(k.l2_global_sum[lane], mine), k.gm_partial(lane, "l")))
+    elif k.numerics and rows:
+        moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane)),)
     store: Instr = yield k.instr(
-        aiv.MTE3, STAGE, t, 0, "TSTORE O", k.gm_move(nbytes, "ub_to_gm"), waits=(vec,),
-        op=(Move(View(k.running_o[lane]), k.gm_o(lane)),) if k.numerics else None, nbytes=nbytes)
+        aiv.MTE3, STAGE, t, 0, "TSTORE partial" if block.partial else "TSTORE O",
+        k.gm_move(nbytes, "ub_to_gm") if rows else 0.0, waits=(vec,), op=moves if k.numerics else None,
+        nbytes=nbytes)
     return store

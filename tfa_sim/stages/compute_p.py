@@ -19,6 +19,7 @@ Per row slice, in the kernel's order (docs/kernel.md, "The four stages"):
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -32,14 +33,14 @@ from tfa_sim.stages.block_kernel import BlockKernel
 STAGE = "compute_p"
 
 
-def softmax(backend: Backend, masked: np.ndarray | None, scale: np.float32, x: np.ndarray,
-            m_prev: np.ndarray | None, l_prev: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """Softmax step of one row slice of a tile: x_exp, l1_exp_max, M, L.
+def softmax(backend: Backend, masked: np.ndarray | None, scale: np.float32, softcap: float, dtype: Any,
+            x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """Softmax step of one row slice of a tile: x_exp (in ``dtype``), l1_exp_max, M, L.
 
-    Where ``masked``, the mask value is added to the score first; a slice that sees
-    nothing needs no special case (exp(0) is exactly 1, exp of a masked score exactly +0).
+    Where ``masked``, the mask value is added to the score (after the cap, with ``softcap``); a slice that
+    sees nothing needs no special case (exp(0) is exactly 1, exp of a masked score exactly +0).
     """
-    return tuple(backend.compute_p(x, m_prev, l_prev, scale, mask=masked))
+    return tuple(backend.compute_p(x, m_prev, l_prev, scale, mask=masked, softcap=softcap, out_dtype=dtype))
 
 
 def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program:
@@ -47,40 +48,42 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     b, n, aiv = k.block, k.shape, k.aiv[lane]
     qk, p = k.qk_fifo.tile(t, (lane,)), k.p_fifo.tile(t, (lane,))
     first, last = r == 0, r == n.k_tile_factor - 1
-    row0 = lane * n.half + r * n.vec_s0  # within the block
-    rows = slice(row0, row0 + n.vec_s0)
+    lane0, lane_n = k.lane_rows(lane)
+    nr = max(0, min(n.vec_s0, lane_n - r * n.vec_s0))  # rows of this slice (fewer, or none, in a short block)
+    row0 = lane0 + r * n.vec_s0  # within the block
+    rows = slice(row0, row0 + nr)
     src, x_exp = k.ub_src[lane].slot(src_id), k.ub_x_exp[lane].slot(src_id)
-    src_bytes = n.vec_s0 * n.tile_s1 * FP32
+    src_bytes = nr * n.tile_s1 * FP32
     load_then: tuple[Effect, ...] = ()
     if last:  # free(): the QK tile is read; a credit when the credit rule says so
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
     if first:
         yield k.wait(STAGE, qk.ready)  # wait(): the QK tile is in GM
     load = yield k.instr(
-        aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub"), waits=(src,),
+        aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub") if nr else 0.0, waits=(src,),
         op=(Move(qk.region(rows), src),) if k.numerics else None, then=load_then, nbytes=src_bytes)
     exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
-    if k.numerics:
-        own = slice(r * n.vec_s0, (r + 1) * n.vec_s0)  # the slice's rows within this AIV's half
+    if k.numerics and nr:
+        own = slice(r * n.vec_s0, r * n.vec_s0 + nr)  # the slice's rows within this AIV's rows
         m, l = View(k.m2_global_max[lane], own), View(k.l2_global_sum[lane], own)
-        step = partial(softmax, k.data.backend, b.masked(t, row0, n.vec_s0), n.scale)
+        step = partial(softmax, k.data.backend, b.masked(t, row0, nr), n.scale, n.softcap, n.dtype)
         if t == 0:  # l1_exp_max is all ones and not kept; the dump shows those ones
             op = (Compute(step, (src, None, None), (x_exp, DISCARD, m, l)),
-                  *k.dump("exp_max", t, row0, Const(np.ones(n.vec_s0, np.float32))))
+                  *k.dump("exp_max", t, row0, Const(np.ones(nr, np.float32))))
         else:
             op = (Compute(step, (src, m, l), (x_exp, exp_max.region(own), m, l)),
                   *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count))
         op += (*k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
-    cost = k.costs.compute_p(n.vec_s0, n.tile_s1, t == 0, b.coverage(t, row0, n.vec_s0))
+    cost = k.costs.compute_p(nr, n.tile_s1, t == 0, b.coverage(t, row0, nr), n.softcap > 0) if nr else 0.0
     vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax", cost, waits=(load, x_exp), op=op,
                         then=(src.release, exp_max.write) if first and t > 0 else (src.release,))
-    out_bytes = n.vec_s0 * n.tile_s1 * FP16
+    out_bytes = nr * n.tile_s1 * FP16
     store_op: tuple[Effect, ...] | None = None
-    if k.numerics:
+    if k.numerics and nr:
         store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, t % k.p_fifo.depth))
     store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
     if first and p.credits:
         yield k.wait(STAGE, p.credits)  # allocate(): a P slot before the first store of the tile
-    yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", k.gm_move(out_bytes, "ub_to_gm"),
+    yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", k.gm_move(out_bytes, "ub_to_gm") if nr else 0.0,
                   waits=(vec,), op=store_op, then=store_then, nbytes=out_bytes)

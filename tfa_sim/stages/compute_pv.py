@@ -77,9 +77,10 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
             yield k.wait(STAGE, p.ready)
         yield k.instr(aic.MTE2, STAGE, t, s, "handshake", 0.0, then=free)
         return
-    cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
+    rows = b.n_rows
+    cols = (slice(0, rows), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
     p_l1, v_l1, a, bb = k.l1_p.slot(), k.l1_v.slot(), k.l0a.slot(), k.l0b.slot()
-    p_bytes, v_bytes = n.cube_s0 * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
+    p_bytes, v_bytes = rows * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
     load_v = yield k.instr(
         aic.MTE2, STAGE, t, s, "TLOAD V", k.gm_move(v_bytes, "gm_to_l1", k.kv_line("v", t, s)), waits=(v_l1,),
         op=(Move(k.gm_v(b.col0(t, s)), v_l1),) if k.numerics else None, nbytes=v_bytes)
@@ -95,18 +96,19 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     init = s == subs[0]  # the accumulator is taken by the tile's first computed sub-tile (Init)
     accumulate = Compute(first_product, (a, bb), (acc,)) if init else Compute(next_product, (acc, a, bb), (acc,))
     matmul = yield k.instr(
-        aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.head, n.cube_s1, n.pv_cube_k),
+        aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(rows, n.head, n.cube_s1, n.pv_cube_k),
         waits=(extract, acc) if init else (extract,), op=(accumulate,) if k.numerics else None,
-        then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
+        then=(a.release, bb.release), flops=2 * rows * n.cube_s1 * n.head)
     if s != subs[-1]:
         return
     pv = k.pv_fifo.tile(t)
     if pv.credits:
         yield k.wait(STAGE, pv.credits)  # allocate(): a PV slot before the store
-    nbytes = n.cube_s0 * n.head * FP32
+    nbytes = rows * n.head * FP32
     op: tuple[Effect, ...] | None = None
     if k.numerics:
-        op = (Compute(partial(tile_product, k.data.backend), (acc,), (pv.region(),)),
-              *k.dump("pv_fifo", t, 0, pv.region(), t % k.pv_fifo.depth))
+        region = pv.region((slice(0, rows),))
+        op = (Compute(partial(tile_product, k.data.backend), (acc,), (region,)),
+              *k.dump("pv_fifo", t, 0, region, t % k.pv_fifo.depth))
     yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
                   waits=(matmul,), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

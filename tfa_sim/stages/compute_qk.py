@@ -40,7 +40,7 @@ def load_q(k: BlockKernel) -> Program:
     Returns the load and the L1 slot that holds Q for the whole block.
     """
     q_l1 = k.l1_q.slot()
-    nbytes = k.shape.cube_s0 * k.shape.head * FP16
+    nbytes = k.block.n_rows * k.shape.head * FP16
     load = yield k.instr(
         k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1", MISS), waits=(q_l1,),
         op=(Move(k.gm_q(), q_l1),) if k.numerics else None, nbytes=nbytes)
@@ -51,9 +51,10 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
     """Sub-tile ``s`` of logical tile ``t`` into L0C accumulator ``acc_index`` (``q_load``/``q_l1``: the
     block's Q, from :func:`load_q`)."""
     b, n, aic = k.block, k.shape, k.aic
+    rows = b.n_rows  # a short block still costs whole 16-row fractals (Costs.matmul)
     fifo = k.qk_fifo.tile(t)
     last = s == n.k_tile_factor - 1
-    cols = (slice(None), slice(s * n.cube_s1, (s + 1) * n.cube_s1))  # the sub-tile's columns of the tile
+    cols = (slice(0, rows), slice(s * n.cube_s1, (s + 1) * n.cube_s1))  # the sub-tile's part of the tile
     store_waits: tuple[Any, ...] = ()
     store_then: tuple[Effect, ...] = (fifo.claim,) if s == 0 else ()
     store_cost: float | GmMove = 0.0
@@ -66,14 +67,14 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
             aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1", k.kv_line("k", t, s)), waits=(k_l1,),
             op=(Move(k.gm_k(b.col0(t, s)), k_l1),) if k.numerics else None, nbytes=k_bytes)
         extract = yield k.instr(
-            aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(n.cube_s0 * n.head * FP16, k_bytes),
+            aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(rows * n.head * FP16, k_bytes),
             waits=(load, q_load, a, bb), op=(Move(q_l1, a), Move(k_l1, bb)) if k.numerics else None,
             then=(k_l1.release,))
         matmul = yield k.instr(
-            aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(n.cube_s0, n.cube_s1, n.head, n.qk_cube_k),
+            aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(rows, n.cube_s1, n.head, n.qk_cube_k),
             waits=(extract, acc), op=(Compute(k.data.backend.compute_qk, (a, bb), (acc,)),) if k.numerics else None,
-            then=(a.release, bb.release), flops=2 * n.cube_s0 * n.cube_s1 * n.head)
-        out_bytes, source = n.cube_s0 * n.cube_s1 * FP32, acc
+            then=(a.release, bb.release), flops=2 * rows * n.cube_s1 * n.head)
+        out_bytes, source = rows * n.cube_s1 * FP32, acc
         store_waits, store_cost = (matmul,), k.gm_move(out_bytes, "l0c_to_gm")
         store_then += (acc.release,)
     if s == 0 and fifo.credits:
@@ -82,7 +83,7 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
         store_then += (fifo.push,)  # record(): the whole tile is in GM
     op: tuple[Effect, ...] | None = None
     if k.numerics:
-        dump = k.dump("qk_fifo", t, 0, fifo.region(), t % k.qk_fifo.depth) if last else ()
+        dump = k.dump("qk_fifo", t, 0, fifo.region((slice(0, rows),)), t % k.qk_fifo.depth) if last else ()
         op = (Move(source, fifo.region(cols)), *dump)
     yield k.instr(aic.FIX, STAGE, t, s, "FIXPIPE →qk_tile_fifo", store_cost, waits=store_waits, op=op,
                   then=store_then, nbytes=out_bytes)

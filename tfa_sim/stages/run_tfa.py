@@ -28,7 +28,7 @@ from collections.abc import Hashable, Sequence
 
 import simpy
 
-from tfa_sim.blocks import Block, make_blocks
+from tfa_sim.blocks import Block, make_blocks, order_blocks
 from tfa_sim.buffers.capacity import cube_k
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.config import Config
@@ -37,7 +37,8 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.hardware import Hardware
-from tfa_sim.numerics import softmax_scale
+from tfa_sim.masks import Mask
+from tfa_sim.numerics import input_dtype, softmax_scale
 from tfa_sim.stages import STAGES
 from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape
 from tfa_sim.stages.compute_gu import compute_gu
@@ -122,9 +123,11 @@ def aiv_epilogue(k: BlockKernel, lane: int, store: Instr) -> Program:
 class TfaKernel:
     """The TFA kernel for the chip engine: its blocks, and each block's programs on a core."""
 
+    name = "tfa"
     stages = STAGES
 
-    def __init__(self, config: Config, hw: Hardware, numerics: Numerics | None = None) -> None:
+    def __init__(self, config: Config, hw: Hardware, numerics: Numerics | None = None,
+                 mask: Mask | None = None) -> None:
         c, t, s = config.case, config.tiling, config.schedule
         self.config, self.numerics = config, numerics
         self.costs = Costs(hw)
@@ -133,8 +136,9 @@ class TfaKernel:
         pv_k = cube_k(t.cube_s0, c.head, t.cube_s1, l0a_half, l0b_half)
         assert qk_k is not None and pv_k is not None, "legality admits only configs with a CubeK"
         self.shape = Shape(c.head, t.cube_s0, t.cube_s1, t.tile_s1, t.k_tile_factor, t.vec_s0, t.cube_s0 // 2,
-                           s.qk_preload, qk_k, pv_k, softmax_scale(c.head))
-        self.blocks: Sequence[Block] = make_blocks(config)
+                           s.qk_preload, qk_k, pv_k, softmax_scale(c.head), c.softcap, input_dtype(c.dtype))
+        cores = hw.cube_cores
+        self.blocks: Sequence[Block] = order_blocks(make_blocks(config, mask, cores), s.block_order, cores)
 
     def template_key(self, block: Block) -> Hashable | None:
         """Timing only: the block's own key (equal for blocks that issue the same program and read the same
