@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -35,13 +36,15 @@ def _config_from(args: argparse.Namespace) -> Config:
         overrides.append(f'hardware.{"file" if is_file else "preset"}="{args.hw}"')
     if args.backend:
         overrides.append(f'numerics.backend="{args.backend}"')
+    if getattr(args, "mask", None):
+        overrides.append(f"case.mask={json.dumps(args.mask)}")  # a TOML basic string
     return load_config(getattr(args, "config", None), args.case, overrides)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tfa_sim.runner import format_summary, run
 
-    result = run(_config_from(args), args.inputs, args.out, event_log=not args.no_event_log)
+    result = run(_config_from(args), args.inputs, args.out, event_log=not args.no_event_log, fold=args.fold)
     print(format_summary(result))
     return 0 if result.passed else 1
 
@@ -184,6 +187,9 @@ def _run_parsers(sub: Any) -> None:
     p.add_argument("--out", help="run directory (default: a new runs/<case>-<time>)")
     p.add_argument("--no-numerics", action="store_true", help="timing only: skip the arithmetic")
     p.add_argument("--no-event-log", action="store_true", help="do not write events.csv, trace.json (large runs)")
+    p.add_argument("--fold", action="store_true", help="with --no-numerics: estimate the time of a long unmasked "
+                   "run from short samples (no event log; README \"Decode\")")
+    p.add_argument("--mask", help=".npy boolean mask (True = masked), S0×S1 or [batch, heads, S0, S1]")
     p.add_argument("--intermediate-check", action="store_true",
                    help="dump every stage's output per block and tile to RUN/dumps/ (then: tfa-sim check RUN)")
     p.add_argument("--blocks", help="with --intermediate-check: dump only blocks a:b")

@@ -91,12 +91,13 @@ def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, 
     return Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32), recorder)
 
 
-def compute(config: Config, inputs_dir: str | None = None, event_log: bool = True) -> Computed:
-    """Simulate one config and check its output against the goldens; nothing is written."""
+def compute(config: Config, inputs_dir: str | None = None, event_log: bool = True, fold: bool = False) -> Computed:
+    """Simulate one config and check its output against the goldens; nothing is written.  ``fold``: estimate
+    a timing-only run from short samples (:mod:`tfa_sim.fold`; no event log)."""
     hw = load_hardware(config.hardware)
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
     numerics = prepare_numerics(config, inputs_dir, summary)
-    sim = simulate(config, hw, numerics, log_events=event_log)
+    sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold)
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
@@ -137,9 +138,9 @@ def write(done: Computed, out_dir: str | None = None) -> RunResult:
 
 
 def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None,
-        event_log: bool = True) -> RunResult:
+        event_log: bool = True, fold: bool = False) -> RunResult:
     """Simulate one config and write its run directory (``tfa-sim run``)."""
-    return write(compute(config, inputs_dir, event_log), out_dir)
+    return write(compute(config, inputs_dir, event_log, fold), out_dir)
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import numpy as np
 from tfa_sim.blocks import Block, config_mask, row_groups
 from tfa_sim.config import Config
 from tfa_sim.engine.chip import Kernel, SimResult, run_chip
+from tfa_sim.errors import InputError
+from tfa_sim.fold import foldable, simulate_folded
 from tfa_sim.hardware import Hardware
 from tfa_sim.stages.block_kernel import Numerics, Partials
 from tfa_sim.stages.combine import CombineKernel
@@ -42,9 +44,19 @@ def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
             "kv_bytes": 2 * computed * t.cube_s1 * c.head * 2}
 
 
-def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True) -> SimResult:
-    """Run the whole kernel once; fills ``numerics.out`` when numerics are on."""
+def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,
+             fold: bool = False) -> SimResult:
+    """Run the whole kernel once; fills ``numerics.out`` when numerics are on.  ``fold``: a timing-only
+    run without event log is estimated from short samples where that is sound (:mod:`tfa_sim.fold`)."""
     kernels = launches(config, hw, numerics)
-    result = run_chip(kernels, hw, log_events)
+    if fold and (numerics is not None or log_events):
+        raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
+                         "or drop --fold")
+    refused = foldable(kernels) if fold else None
+    if fold and refused is None:
+        result = simulate_folded(kernels, hw)
+    else:
+        result = run_chip(kernels, hw, log_events)
+        result.folded = refused and f"not folded: {refused}"
     result.work = work(config, kernels[0].blocks)
     return result

@@ -94,6 +94,7 @@ class SimResult:
     core_busy: list[float] = field(default_factory=list)  # per core of the first launch: dispatch + its blocks
     core_end: list[float] = field(default_factory=list)  # per core of the first launch: when its last block ended
     work: dict[str, int] = field(default_factory=dict)  # what the kernel's blocks issue (filled by the caller)
+    folded: Any = None  # a folded run (tfa_sim.fold): per launch its samples; or why a fold was refused
 
     @property
     def time_us(self) -> float:

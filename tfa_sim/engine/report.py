@@ -49,6 +49,7 @@ def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
         "gm_bytes": result.gm_bytes,
         "hbm_bytes": result.hbm_bytes,
         "work": result.work,
+        "folded": result.folded,
         "balance": balance(result),
         "launches": [{"name": x.name, "blocks": x.blocks, "cores": x.cores, "waves": x.waves,
                       "start_cycle": round(x.start, 3), "end_cycle": round(x.end, 3)} for x in result.launches],
@@ -87,7 +88,13 @@ def format_timing(t: dict[str, Any]) -> list[str]:
 
 def _format_balance(t: dict[str, Any]) -> list[str]:
     lines = []
-    b, w = t.get("balance"), t.get("work", {})
+    b, w, folded = t.get("balance"), t.get("work", {}), t.get("folded")
+    if isinstance(folded, list):
+        lines.append("  folded: time and bytes estimated from " + "; ".join(
+            f"{f['launch']} {len(f['samples'])} samples (blocks, tiles) {f['samples']}" for f in folded)
+            + " (tfa_sim.fold; no per-core balance)")
+    elif folded:
+        lines.append(f"  {folded}")
     if b:
         lines.append(f"  cores: imbalance {b['imbalance']:.3f} (max/mean busy), idle tail {b['idle_tail_cycles']:.0f} "
                      f"cycles, idle {b['idle_fraction']:.1%} of core-time")

@@ -111,7 +111,7 @@ def _tasks(sweep: Sweep, work: Plan) -> Iterator[dict[str, Any]]:
 
 def _task(sweep: Sweep, point: dict[str, Any], reference: bool) -> dict[str, Any]:
     return {"point": point, "constraints": () if reference else sweep.constraints, "metric": sweep.metric,
-            "reference": reference}
+            "fold": sweep.fold, "reference": reference}
 
 
 def _progress(total: int, done: int, enabled: bool) -> Any:

@@ -21,9 +21,10 @@ from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.sweep.constraints import failed_constraint
 
 
-def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: str = "time_us") -> dict[str, Any]:
+def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: str = "time_us",
+              fold: bool = False) -> dict[str, Any]:
     """Simulate one point: the row that goes into results.jsonl (status ok, illegal, excluded or
-    schedule_error)."""
+    schedule_error); ``fold``: a timing-only point is estimated from short samples (tfa_sim.fold)."""
     row: dict[str, Any] = {"key": point["key"], "overrides": point["overrides"]}
     try:
         config = build_config(point["config"])
@@ -38,7 +39,7 @@ def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: 
     row.update(l1_bytes=use.l1_bytes, ub_bytes=use.ub_bytes)
     try:
         numerics = _numerics(config) if config.numerics.enabled else None
-        t = timing_summary(simulate(config, hw, numerics, log_events=False), config)
+        t = timing_summary(simulate(config, hw, numerics, log_events=False, fold=fold and numerics is None), config)
     except ScheduleError as exc:
         return {**row, "status": "schedule_error", "message": str(exc)}
     except InputError as exc:
@@ -59,7 +60,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """:func:`run_point` on ``{point, constraints, metric}``; any other failure of the simulator becomes
     an ``error`` row naming it, so one bad point cannot stop the sweep."""
     try:
-        return run_point(task["point"], task["constraints"], task["metric"])
+        return run_point(task["point"], task["constraints"], task["metric"], task.get("fold", False))
     except Exception as exc:  # noqa: BLE001 — recorded in the row, the sweep goes on
         point = task["point"]
         return {"key": point["key"], "overrides": point["overrides"], "config": point["config"],

@@ -27,7 +27,7 @@ from tfa_sim.sweep.schema import check_key, show
 #: metric → which is better (``min`` or ``max``)
 METRICS = {"time_us": min, "total_cycles": min, "tflops": max, "normalized_tflops": max}
 DEFAULT_MAX_POINTS = 100_000
-SWEEP_KEYS = ("metric", "mode", "budget", "seed", "numerics", "constraints", "max_points", "point_timeout")
+SWEEP_KEYS = ("metric", "mode", "budget", "seed", "numerics", "fold", "constraints", "max_points", "point_timeout")
 SCALARS = (bool, int, float, str)
 
 
@@ -42,6 +42,7 @@ class Sweep:
     budget: int = 0
     seed: int = 0
     numerics: bool = False
+    fold: bool = False  # timing-only points estimated from short samples (tfa_sim.fold)
     constraints: tuple[str, ...] = ()
     max_points: int = DEFAULT_MAX_POINTS
     point_timeout: float = 0.0  # seconds per point, 0: no limit (local executor)
@@ -54,7 +55,7 @@ class Sweep:
     def definition(self) -> dict[str, Any]:
         """What decides the points and their rows (not the limits ``max_points`` and ``point_timeout``)."""
         d = {"base": self.base, "axes": [[k, v] for k, v in self.axes], "metric": self.metric, "mode": self.mode,
-             "numerics": self.numerics, "constraints": list(self.constraints)}
+             "numerics": self.numerics, "fold": self.fold, "constraints": list(self.constraints)}
         if self.mode == "random":
             d.update(budget=self.budget, seed=self.seed)
         return d
@@ -196,9 +197,13 @@ def _options(opts: Any) -> dict[str, Any]:
            "budget": _number(opts, "budget", 0, int, 0), "seed": _number(opts, "seed", 0, int, None),
            "max_points": _number(opts, "max_points", DEFAULT_MAX_POINTS, int, 1),
            "point_timeout": float(_number(opts, "point_timeout", 0, (int, float), 0)),
-           "numerics": opts.get("numerics", False), "constraints": _constraints(opts.get("constraints", []))}
-    if not isinstance(out["numerics"], bool):
-        raise InputError(f"[sweep] numerics = {show(out['numerics'])} must be true or false (not a string)")
+           "numerics": opts.get("numerics", False), "fold": opts.get("fold", False),
+           "constraints": _constraints(opts.get("constraints", []))}
+    for key in ("numerics", "fold"):
+        if not isinstance(out[key], bool):
+            raise InputError(f"[sweep] {key} = {show(out[key])} must be true or false (not a string)")
+    if out["numerics"] and out["fold"]:
+        raise InputError("[sweep] fold = true estimates timing-only points: drop numerics = true or fold")
     if out["mode"] == "random" and not 1 <= out["budget"] <= out["max_points"]:
         raise InputError(f"[sweep] mode = \"random\" needs 1 ≤ budget ≤ max_points ({out['max_points']}); "
                          f"got budget = {out['budget']}")

@@ -1,0 +1,127 @@
+"""Folded timing-only runs: the time of a long run from four short ones.
+
+A launch whose blocks all issue the same program shape (no mask: every block
+runs the same prologue, steady loop and tail, only longer or shorter) has, in
+the steady state, a time that grows linearly with the tiles per block and
+linearly with the full waves of blocks.  A folded run simulates short samples
+of the launch — its first one and two waves (and the first wave with the
+partial last one), each block cut to its first k ∈ :data:`TILES` tiles — and
+combines them (:class:`_Plan`) into the full launch's time.  GM and HBM bytes
+are combined the same way; busy shares, stalls and the bound pipe are those of
+the largest sample.  A dimension already within its samples is simulated in
+full (no fold along it); the combine launch folds over waves only.
+
+Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
+--fold``, ``[sweep] fold = true``); its error against full runs is measured in
+``benchmarks/bench_fold.py`` and stated in the README ("Decode").  Runs with a
+mask are never folded (their blocks differ), and a run too small to gain is
+simulated in full.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tfa_sim.blocks import Block
+from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
+from tfa_sim.hardware import Hardware
+
+#: Tiles per block and blocks per core of the samples.
+TILES = (12, 20)
+WAVES = (1, 2)
+
+
+def _cut(block: Any, tiles: int) -> Any:
+    """``block`` with only its first ``tiles`` logical tiles (a combine block is left whole)."""
+    if not isinstance(block, Block) or block.tiles <= tiles:
+        return block
+    ids, active = block.tile_ids[:tiles], block.active[:tiles]
+    key = None if block.key is None else (ids, *tuple(block.key)[1:])  # type: ignore[arg-type]
+    return dataclasses.replace(block, tile_ids=ids, active=active, key=key)
+
+
+def _sample(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> SimResult:
+    """The launch's first ``count`` blocks (whole waves, round-robin), each cut to ``tiles`` tiles (None: all)."""
+    blocks = list(kernel.blocks)[:count]
+    if tiles is not None:
+        blocks = [_cut(b, tiles) for b in blocks]
+    folded = copy.copy(kernel)
+    folded.blocks = blocks  # type: ignore[misc]  # the kernels keep their blocks in a plain attribute
+    return run_chip(folded, hw, log_events=False)
+
+
+def foldable(kernels: Sequence[Kernel]) -> str | None:
+    """Why these launches cannot be folded, or None."""
+    masked = [b for b in kernels[0].blocks if b.mask.kind != "none"]
+    return f"the {masked[0].mask.kind} mask makes blocks differ" if masked else None
+
+
+class _Plan:
+    """Which samples a launch needs and how their values combine into the full launch's.
+
+    With more than two full waves: the first wave, the first two (their difference is one more wave,
+    counted f − 1 times) and, when the last wave is partial, the first wave plus the partial one (its
+    extra).  Along the tiles: two cut lengths, extrapolated linearly to the longest block's tiles.
+    """
+
+    def __init__(self, kernel: Kernel, hw: Hardware) -> None:
+        n = len(kernel.blocks)
+        self.cores = min(hw.cube_cores, n)
+        self.full_waves, self.rest = divmod(n, self.cores)
+        self.tiles = max((b.tiles for b in kernel.blocks if isinstance(b, Block)), default=0)
+        self.cuts: tuple[int | None, ...] = TILES if self.tiles > TILES[-1] else (None,)
+        waves = self.full_waves > WAVES[-1]
+        extra = [self.cores + self.rest] if waves and self.rest else []
+        self.counts = [w * self.cores for w in WAVES] + extra if waves else [n]
+
+    def combine(self, values: dict[tuple[int, int | None], float]) -> float:
+        """The full launch's value from the samples' (``values[count, cut]``)."""
+        def at(cut: int | None) -> float:
+            if len(self.counts) == 1:
+                return values[self.counts[0], cut]
+            one, two = values[self.cores, cut], values[2 * self.cores, cut]
+            partial = values[self.cores + self.rest, cut] - one if self.rest else 0.0
+            return one + (two - one) * (self.full_waves - 1) + partial
+
+        if self.cuts == (None,):
+            return at(None)
+        k1, k2 = self.cuts
+        assert k1 is not None and k2 is not None
+        lo, hi = at(k1), at(k2)
+        return lo + (hi - lo) * (self.tiles - k1) / (k2 - k1)
+
+
+def _fold_launch(kernel: Kernel, hw: Hardware) -> tuple[SimResult, dict[str, Any]]:
+    """A launch's largest sample with its time and bytes replaced by the plan's combination."""
+    plan = _Plan(kernel, hw)
+    samples = {(n, k): _sample(kernel, hw, n, k) for n in plan.counts for k in plan.cuts}
+    largest = samples[max(samples, key=lambda p: (p[0], p[1] or 0))]
+
+    def fit(get: Callable[[SimResult], float]) -> float:
+        return plan.combine({p: get(r) for p, r in samples.items()})
+
+    largest.total_cycles = fit(lambda r: r.total_cycles)
+    largest.gm_bytes, largest.hbm_bytes = round(fit(lambda r: r.gm_bytes)), round(fit(lambda r: r.hbm_bytes))
+    largest.blocks = len(kernel.blocks)
+    largest.waves = plan.full_waves + (plan.rest > 0)
+    return largest, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in samples],
+                     "blocks": len(kernel.blocks), "tiles": plan.tiles}
+
+
+def simulate_folded(kernels: Sequence[Kernel], hw: Hardware) -> SimResult:
+    """The launches folded one by one and laid end to end (docs in the module docstring)."""
+    parts = [_fold_launch(k, hw) for k in kernels]
+    first, start, launches = parts[0][0], 0.0, []
+    for (result, _), kernel in zip(parts, kernels):
+        own = result.launches[0]
+        launches.append(Launch(own.name, own.first_block, len(kernel.blocks), own.cores, start,
+                               start + result.total_cycles))
+        start += result.total_cycles
+    first.total_cycles, first.launches = start, launches
+    first.core_busy, first.core_end = [], []  # the samples' balance is not the full run's
+    first.gm_bytes = sum(r.gm_bytes for r, _ in parts)
+    first.hbm_bytes = sum(r.hbm_bytes for r, _ in parts)
+    first.folded = [info for _, info in parts]
+    return first
