@@ -145,13 +145,13 @@ def row_groups(config: Config) -> list[Rows]:
 
 
 def split_count(config: Config, cores: int) -> int:
-    """``schedule.s1_split`` as a number: "auto" is the fewest chunks that give every core a block
-    (row blocks × N ≥ cores), at most one per logical tile."""
+    """``schedule.s1_split`` as the number of chunks run: a chunk holds at least one logical tile, so N is at
+    most S1/TILE_S1 (a larger N runs one chunk per tile; the summary reports the N run); "auto" is the
+    fewest chunks that give every core a block (row blocks × N ≥ cores)."""
     split = config.schedule.s1_split
-    if split != "auto":
-        return int(split)
-    row_blocks = len(row_groups(config))
-    return max(1, min(config.tiles, -(-cores // row_blocks)))
+    if split == "auto":
+        split = -(-cores // len(row_groups(config)))
+    return max(1, min(config.tiles, int(split)))
 
 
 def chunk_ranges(tiles: int, chunks: int) -> list[tuple[int, int]]:

@@ -71,7 +71,7 @@ FITTED = (
     Param("overhead.kernel_start", True, 0.0, 100000.0,
           "cycles from the device starting a launch to its first core starting: the runtime's device-side "
           "launch (argument and code fetch); measured in the kernel time, unlike the host's launch"),
-    Param("overhead.block_dispatch", False, 0.0, 20000.0,
+    Param("overhead.block_dispatch", False, 0.0, 40000.0,
           "cycles from a core's start (or its previous block's end) to the block's first instruction: scalar "
           "set-up, flags, the cross-core comm slot; the same micro-architecture on every board"),
     Param("overhead.core_stagger", True, 0.0, 20000.0,

@@ -13,6 +13,14 @@ import numpy as np
 
 EPS = 1e-3
 EPS_EXP_MAX = 1e-2
+#: The rule's eps for bf16 runs: fp16's 1e-3 is about twice its unit roundoff (2⁻¹¹); bf16's unit roundoff is
+#: 2⁻⁸, so the same rule there is 2·2⁻⁸ ≈ 8e-3 (docs/numerics.md, "bf16").
+EPS_BF16 = 8e-3
+
+
+def rule_eps(dtype: str) -> float:
+    """The comparison rule's eps for outputs of a run with ``case.dtype`` = ``dtype``."""
+    return EPS_BF16 if dtype == "bf16" else EPS
 NEAR_ZERO = 1e-12
 MAX_NEAR_ZERO = 1000
 

@@ -32,17 +32,13 @@ def _fix(key: str, n: int, target: int, step: int, other: str, multiple: int) ->
 
 def _check_variants(config: Config) -> None:
     """The kernel variants: window, softcap, mask file, split-S1 (docs/kernel.md, "Variants")."""
-    c, s = config.case, config.schedule
+    c = config.case
     _require(c.window == 0 or c.causal, f"case.window={c.window} is the causal local window (i − W < j ≤ i); "
              f"set case.causal = true with it")
     _require(math.isfinite(c.softcap) and c.softcap >= 0, f"case.softcap={c.softcap} must be a finite number ≥ 0 "
              f"(0 = off; Gemma uses 50 for attention)")
     _require(not c.mask or not c.causal, "case.mask replaces the causal mask: give either --mask FILE or "
              "case.causal = true, not both (put the causal part into the mask file)")
-    tiles = c.s1 // config.tiling.tile_s1
-    _require(isinstance(s.s1_split, str) or s.s1_split <= max(1, tiles),
-             f"schedule.s1_split={s.s1_split} > the {tiles} logical tiles of S1 (S1/TILE_S1): a chunk needs a "
-             f"tile; use s1_split ≤ {tiles} or \"auto\"")
 
 
 def _require(ok: bool, message: str) -> None:

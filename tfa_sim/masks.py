@@ -138,10 +138,9 @@ def load_mask(path: str | Path, batch: int, heads: int, s0: int, s1: int) -> Mas
                          f"write it with numpy.save") from None
     if a.dtype != np.bool_:
         raise InputError(f"{where} has dtype {a.dtype}; it must be bool (True = masked): use mask.astype(bool)")
-    if a.ndim == 2:
-        a = a[None, None]
-    ok = a.ndim == 4 and a.shape[2:] == (s0, s1) and a.shape[0] in (1, batch) and a.shape[1] in (1, heads)
+    full = a[None, None] if a.ndim == 2 else a
+    ok = full.ndim == 4 and full.shape[2:] == (s0, s1) and full.shape[0] in (1, batch) and full.shape[1] in (1, heads)
     if not ok:
-        raise InputError(f"{where} has shape {a.shape}; expected S0×S1 = ({s0}, {s1}) or "
-                         f"[batch|1, heads|1, S0, S1] = ([{batch}|1], [{heads}|1], {s0}, {s1})")
-    return MaskArray(np.ascontiguousarray(a))
+        raise InputError(f"{where} has shape {a.shape}; expected S0×S1 = ({s0}, {s1}) or [batch, heads, S0, S1] "
+                         f"with batch 1 or {batch} and heads 1 or {heads}")
+    return MaskArray(np.ascontiguousarray(full))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.backends import get_backend
-from tfa_sim.compare import compare
+from tfa_sim.compare import compare, rule_eps
 from tfa_sim.config import Config
 from tfa_sim.dumps import DumpRecorder, check_size, write_dumps
 from tfa_sim.engine.chip import SimResult
@@ -102,9 +102,11 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
     summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
     if numerics is not None:
-        vs_fp64 = compare(numerics.out, reference_attention(numerics.inputs, config))
-        vs_kernel = compare(numerics.out, kernel_golden(numerics.inputs, config).o)
-        summary["golden"] = {"passed": vs_fp64.passed, "rule": "docs/kernel.md \"Comparison rule\", eps 1e-3",
+        eps = rule_eps(config.case.dtype)
+        vs_fp64 = compare(numerics.out, reference_attention(numerics.inputs, config), eps)
+        vs_kernel = compare(numerics.out, kernel_golden(numerics.inputs, config).o, eps)
+        summary["golden"] = {"passed": vs_fp64.passed, "eps": eps,
+                             "rule": f"docs/kernel.md \"Comparison rule\", eps {eps:g}",
                              "vs_reference_fp64": vs_fp64.to_dict(), "vs_kernel_golden": vs_kernel.to_dict()}
     summary.update(config=config.to_dict(), versions=versions())
     return Computed(config, hw, sim, numerics, summary)
@@ -174,7 +176,7 @@ def format_summary(result: RunResult) -> str:
     if "golden" in s:
         g = s["golden"]["vs_reference_fp64"]
         verdict = "PASS" if result.passed else "FAIL"
-        lines.append(f"  golden (fp64, kernel rule eps=1e-3): {verdict}  failures {g['failures']}/"
+        lines.append(f"  golden (fp64, kernel rule eps={s['golden']['eps']:g}): {verdict}  failures {g['failures']}/"
                      f"{g['allowed_failures']} allowed  max abs {g['max_abs_err']:.3g}  max rel {g['max_rel_err']:.3g}")
     files = ["summary.json"] + [f for f in ("o.npy", "events.csv", "trace.json", "timeline.svg", "dumps/")
                                 if (result.out_dir / f).exists()]

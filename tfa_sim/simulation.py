@@ -35,13 +35,15 @@ def launches(config: Config, hw: Hardware, numerics: Numerics | None = None) -> 
 
 def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
     """What the blocks issue: logical tiles issued and skipped (a mask hides them from every row of the
-    block), cube sub-tiles skipped within issued tiles, and the K and V bytes the blocks load."""
+    block), cube sub-tiles skipped within issued tiles, the K and V bytes the blocks load, and the S1
+    chunks per row block run (``s1_split`` as resolved)."""
     c, t = config.case, config.tiling
     issued = sum(b.tiles for b in blocks)
     computed = sum(b.work for b in blocks)
     return {"tiles_issued": issued, "tiles_skipped": len(row_groups(config)) * config.tiles - issued,
             "sub_tiles_skipped": issued * t.k_tile_factor - computed,
-            "kv_bytes": 2 * computed * t.cube_s1 * c.head * 2}
+            "kv_bytes": 2 * computed * t.cube_s1 * c.head * 2,
+            "s1_split": max((b.chunks for b in blocks), default=1)}
 
 
 def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,

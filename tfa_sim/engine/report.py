@@ -49,6 +49,7 @@ def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
         "gm_bytes": result.gm_bytes,
         "hbm_bytes": result.hbm_bytes,
         "work": result.work,
+        "s1_split_asked": config.schedule.s1_split,
         "folded": result.folded,
         "balance": balance(result),
         "launches": [{"name": x.name, "blocks": x.blocks, "cores": x.cores, "waves": x.waves,
@@ -101,6 +102,9 @@ def _format_balance(t: dict[str, Any]) -> list[str]:
     if w.get("tiles_skipped"):
         lines.append(f"  mask: {w['tiles_skipped']} of {w['tiles_skipped'] + w['tiles_issued']} logical tiles skipped "
                      f"(not loaded, not computed), {w['sub_tiles_skipped']} cube sub-tiles of issued tiles skipped")
+    if w.get("s1_split", 1) > 1:
+        lines.append(f"  split-S1: {w['s1_split']} chunks per row block (schedule.s1_split = "
+                     f"{t.get('s1_split_asked', w['s1_split'])}; at most one chunk per logical tile)")
     if len(t.get("launches", ())) > 1:
         lines.append("  launches: " + ", ".join(f"{x['name']} {x['blocks']} blocks on {x['cores']} cores "
                                                  f"{x['start_cycle']:.0f}–{x['end_cycle']:.0f}" for x in t["launches"]))
