@@ -159,7 +159,7 @@ def test_bf16_inputs_from_npy_and_bin(tmp_path):
         getattr(inputs, name).tofile(raw / file)
     outs = []
     for directory in (npy, raw):
-        r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--set", "case.s0=16", "--set", "case.dtype=\"bf16\"",
+        r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--set", "case.s0=16", "--set", 'case.dtype="bf16"',
                             "--inputs", str(directory), "--out", str(tmp_path / directory.name / "run"),
                             "--no-event-log"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
@@ -287,7 +287,8 @@ def test_bad_masks_exit_2_with_one_line(tmp_path, make, needle):
                                             ("case.softcap=-1.0", "must be a finite number ≥ 0")])
 def test_bad_values_exit_2(tmp_path, setting, needle):
     r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--set", "case.causal=true", "--set", setting,
-                        "--no-numerics", "--no-event-log", "--out", str(tmp_path / "r")], capture_output=True, text=True)
+                        "--no-numerics", "--no-event-log", "--out", str(tmp_path / "r")], capture_output=True,
+                       text=True)
     if needle is None:  # window 0 is "no window": legal
         assert r.returncode == 0, r.stderr
         return
