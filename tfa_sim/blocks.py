@@ -50,7 +50,8 @@ class Block:
     chunk: int = 0  # which S1 chunk of its row block (0 … chunks−1)
     chunks: int = 1  # S1 chunks per row block (s1_split); > 1: the block writes a partial result
     tile_end: int = 0  # one past the last logical tile of the chunk's S1 range
-    key: Hashable = field(default=None)  # blocks with equal non-None keys issue the same program (timing only)
+    key: Hashable = field(default=None)  # blocks with equal non-None keys issue the same program (timing only);
+    # their K/V lines differ only by line_base, which the engine applies at issue
 
     @property
     def batch(self) -> int:
@@ -73,6 +74,11 @@ class Block:
     @property
     def tiles(self) -> int:
         return len(self.tile_ids)
+
+    @property
+    def line_base(self) -> tuple[int, int]:
+        """Whose K and V the block reads (batch, K/V head): its input lines in the L2 are named under it."""
+        return self.rows.batch, self.kv_head
 
     @property
     def partial(self) -> bool:
@@ -195,7 +201,7 @@ def make_blocks(config: Config, mask: Mask | None = None, cores: int = 1) -> lis
             ids, active = _tiles_of(rows, mask, config, span)
             if not ids:
                 continue
-            key = (ids, len(rows.pos), rows.batch, kv, chunks > 1) if mask.kind == "none" else None
+            key = (ids, len(rows.pos), chunks > 1) if mask.kind == "none" else None
             out.append(Block(len(out), rows, kv, ids, active, mask, t.cube_s0, t.cube_s1, t.tile_s1, r, n, chunks,
                              span[1], key))
     return out

@@ -161,6 +161,9 @@ class _Chip:
         """One block on ``core``: its programs issued (or a recorded template replayed) until all complete."""
         key = kernel.template_key(block)
         cached = templates.get(key) if key is not None else None
+        base = getattr(block, "line_base", None)
+        for pipe in core.pipes():  # input lines are named relative to the block's tensors: templates replay
+            pipe.line_base = base
         run = kernel.start(self.env, core, block, self.stats) if cached is None else cached[0]
         streams = core.streams = [IssueStream(self.env, pipes[0].unit, pipes) for pipes, _ in run.programs]
         if cached is None:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import simpy
 
 from tfa_sim.buffers.pools import Pool, Slot
+from tfa_sim.engine.gm import MISS
 from tfa_sim.engine.simpy_adapter import call_at, now
 from tfa_sim.units import parse_unit
 
@@ -181,6 +182,7 @@ class Pipe:
     def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats, gm: Any = None) -> None:
         self.env = env
         self.gm = gm
+        self.line_base: Hashable = None  # whose input lines the block on this core reads (Block.line_base)
         self.busy = 0.0
         self.executed = 0
         self.stall_by: defaultdict[tuple[str, str, str], float] = defaultdict(float)  # (stage, cause, what)
@@ -256,7 +258,10 @@ class Pipe:
                 self._stream_stall(ins, ins.stream_wait)
             cost = ins.cost
             if cost.__class__ is GmMove:
-                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, cost.line)
+                line = cost.line
+                if line is not None and line is not MISS:
+                    line = (self.line_base, line)
+                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, line)
                 if gm_wait > 0:
                     self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
             else:

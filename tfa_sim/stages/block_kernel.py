@@ -159,10 +159,10 @@ class BlockKernel:
         ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
         return GmMove(nbytes, getattr(self.costs.move, path), line)
 
-    def kv_line(self, tensor: str, t: int, s: int) -> tuple[str, int, int, int]:
-        """The L2 line of the K or V chunk of sub-tile (t, s): shared by every block of the head."""
-        b = self.block
-        return tensor, b.batch, b.kv_head, b.col0(t, s)
+    def kv_line(self, tensor: str, t: int, s: int) -> tuple[str, int]:
+        """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head
+        (:attr:`~tfa_sim.blocks.Block.line_base`): shared by every block of the head."""
+        return tensor, self.block.col0(t, s)
 
     @property
     def data(self) -> Numerics:

@@ -1,0 +1,61 @@
+"""Folded timing-only runs (tfa_sim.fold): their error against full runs, and the time per decode point.
+
+Run: ``python benchmarks/bench_fold.py [--error] [--speed]`` (both by default).
+
+* ``--error``: decode-shaped points small enough to simulate in full (S1 up to
+  32768, batch up to 4), folded and full; prints each point's relative error
+  of time and GM bytes, and the largest.
+* ``--speed``: the heaviest points of ``configs/sweeps/decode.toml`` (batch
+  16, S1 = 131072) folded, wall seconds each (the README's ≤ 2 s per point).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from tfa_sim.config import build_config
+from tfa_sim.hardware import load_hardware
+from tfa_sim.simulation import simulate
+
+BASE = {"heads": 32, "kv_heads": 8}
+ERROR_POINTS = [({"batch": b, "s0": s0, "s1": s1}, sch)
+                for b, s0, s1 in ((1, 1, 32768), (4, 1, 16384), (2, 128, 8192), (1, 16, 32768), (4, 16, 8192))
+                for sch in ({}, {"gqa_pack": True}, {"s1_split": "auto"}, {"s1_split": 8, "gqa_pack": True})]
+SPEED_POINTS = [({"batch": 16, "s0": s0, "s1": 131072}, sch)
+                for s0 in (1, 16, 128) for sch in ({}, {"gqa_pack": True}, {"s1_split": 24}, {"s1_split": "auto"})]
+
+
+def timed(case: dict[str, Any], schedule: dict[str, Any], fold: bool) -> tuple[Any, float]:
+    cfg = build_config({"case": {**BASE, **case}, "schedule": schedule, "numerics": {"enabled": False}})
+    began = time.perf_counter()
+    result = simulate(cfg, load_hardware(cfg.hardware), None, log_events=False, fold=fold)
+    return result, time.perf_counter() - began
+
+
+def error() -> None:
+    worst = 0.0
+    for case, schedule in ERROR_POINTS:
+        (full, t_full), (fold, t_fold) = timed(case, schedule, False), timed(case, schedule, True)
+        err = fold.total_cycles / full.total_cycles - 1
+        worst = max(worst, abs(err))
+        print(f"{case} {schedule}: full {full.time_us:9.1f} µs ({t_full:5.1f} s)  folded {fold.time_us:9.1f} µs "
+              f"({t_fold:4.1f} s)  error {err:+.2%}  GM bytes {fold.gm_bytes / full.gm_bytes - 1:+.2%}", flush=True)
+    print(f"largest |error| of the folded time: {worst:.2%} over {len(ERROR_POINTS)} points")
+
+
+def speed() -> None:
+    times = []
+    for case, schedule in SPEED_POINTS:
+        result, seconds = timed(case, schedule, True)
+        times.append(seconds)
+        print(f"{case} {schedule}: {result.time_us:10.1f} µs, folded in {seconds:.2f} s", flush=True)
+    print(f"folded decode points: max {max(times):.2f} s, median {sorted(times)[len(times) // 2]:.2f} s")
+
+
+if __name__ == "__main__":
+    args = set(sys.argv[1:]) or {"--error", "--speed"}
+    if "--error" in args:
+        error()
+    if "--speed" in args:
+        speed()
