@@ -8,12 +8,22 @@ from __future__ import annotations
 from tfa_sim.buffers.capacity import buffer_use, cube_k
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
-from tfa_sim.hardware import load_hardware
+from tfa_sim.hardware import Hardware, load_hardware
+from tfa_sim.workload import instruction_groups
+
+#: Suggestions search at most this many candidate divisors (values can be astronomically large).
+MAX_CANDIDATES = 100_000
+#: More instruction groups than this is no simulation anyone waits for (about an hour of SimPy).
+MAX_GROUPS = 10 ** 8
 
 
 def _divisors_near(n: int, target: int, step: int = 1) -> int | None:
-    """The divisor of ``n`` (a multiple of ``step``) closest to ``target``, or None."""
-    cands = [d for d in range(step, n + 1, step) if n % d == 0]
+    """The divisor of ``n`` (a multiple of ``step``) closest to ``target``, or None (also when the search
+    would be too long).  No divisor above 2·target can be closer than ``step`` itself when that divides n."""
+    top = min(n, 2 * max(target, step))
+    if top // step > MAX_CANDIDATES:
+        return None
+    cands = [d for d in range(step, top + 1, step) if n % d == 0]
     return min(cands, key=lambda d: (abs(d - target), d)) if cands else None
 
 
@@ -37,9 +47,9 @@ def check_legal(config: Config) -> None:
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise InputError(f"illegal config: {section}.{key}={value} must be ≥ {low}")
     _require(c.head % 16 == 0, f"case.head={c.head} must be a multiple of 16 (cube fractal 16×16); use 64 or 128")
-    _require(c.heads % c.kv_heads == 0,
-             f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} (GQA groups); "
-             f"use kv_heads={_divisors_near(c.heads, c.kv_heads)}")
+    near = _divisors_near(c.heads, c.kv_heads)
+    _require(c.heads % c.kv_heads == 0, f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} "
+             f"(GQA groups); " + (f"use kv_heads={near}" if near else "use a kv_heads that divides heads"))
     _require(c.s0 % t.cube_s0 == 0, f"S0 % CUBE_S0 == 0 broken: case.s0={c.s0}, tiling.cube_s0={t.cube_s0}; "
              + _fix("cube_s0", c.s0, t.cube_s0, 16, "case.s0", t.cube_s0))
     _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
@@ -60,6 +70,16 @@ def check_legal(config: Config) -> None:
     _require(s.qk_preload != 1 or kf == 1, f"qkPreloadNum > 1 unless kTileFactor == 1 broken: qk_preload=1 with "
              f"kTileFactor={kf}; use qk_preload=2")
     hw = load_hardware(config.hardware)
+    _check_capacities(config, hw)
+    groups = instruction_groups(config)
+    _require(groups <= MAX_GROUPS, f"the run would execute about {groups:.3g} instruction groups (more than "
+             f"{MAX_GROUPS:.0e}, hours of simulation): use fewer batch/heads, a smaller S0 or S1, or a larger "
+             f"tiling.tile_s1")
+
+
+def _check_capacities(config: Config, hw: Hardware) -> None:
+    """L1, UB, L0C and L0A/L0B hold what the tiling and buffer counts ask for."""
+    c, t, s = config.case, config.tiling, config.schedule
     use = buffer_use(config, hw.ub_align)
     _require(use.l1_bytes <= hw.l1, f"L1 holds {use.l1_bytes} bytes > {hw.l1} ({use.l1}); reduce buffer counts "
              f"(schedule.l1_*) or tile sizes")

@@ -112,7 +112,7 @@ def load_npy(data: bytes, path: str | os.PathLike, what: str) -> np.ndarray:
         if reader is None:
             raise ValueError(f"format version {version[0]}.{version[1]} is not read here; save with numpy.save")
         shape, fortran, dtype = reader(fh)
-    except (ValueError, SyntaxError, TypeError, OverflowError) as exc:
+    except Exception as exc:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError…
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{what} {path} is not a .npy array ({first})") from None
     if dtype.hasobject or dtype.itemsize == 0:
