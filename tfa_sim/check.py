@@ -130,6 +130,8 @@ def read_manifest(run_dir: Path, blocks: dict[int, Block]) -> list[dict[str, Any
         block = blocks.get(m["block"])
         if not is_name(m["file"]) or m["name"] not in NAMES or block is None or not 0 <= m["tile"] < block.tiles:
             raise InputError(f"{problem} (entry {m['file']!r}: no such dump in this run)")
+        m.setdefault("slot", None)
+        m.setdefault("event", None)
     return out
 
 

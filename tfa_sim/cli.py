@@ -42,8 +42,8 @@ def _hw_setting(text: str) -> tuple[str, str, str]:
         return "hardware", "file", text  # hardware.py reads regular files only
     if is_name(text) and not text.endswith(".toml"):
         return "hardware", "preset", text  # an unknown preset: hardware.py lists the known ones
-    raise InputError(f"--hw {text if is_name(text.replace('/', '')) else show(text)} is neither a preset "
-                     f"({', '.join(preset_names())}) nor an existing preset file")
+    shown = text if text.isprintable() and text else show(text)  # a path in full, unless it needs escapes
+    raise InputError(f"--hw {shown} is neither a preset ({', '.join(preset_names())}) nor an existing preset file")
 
 
 def _config_from(args: argparse.Namespace) -> Config:
