@@ -45,7 +45,7 @@ def test_set_override_and_yaml(tmp_path):
     ({"case": {"window": 64}}, "set case.causal = true"),
     ({"case": {"causal": True, "window": -1}}, "case.window=-1 must be ≥ 0"),
     ({"case": {"softcap": -1.0}}, "case.softcap=-1.0 must be a finite number ≥ 0"),
-    ({"case": {"softcap": float("nan")}}, "must be a finite number ≥ 0"),
+    ({"case": {"softcap": float("nan")}}, "case.softcap = nan must be a finite number"),
     ({"case": {"mask": "m.npy", "causal": True}}, "either --mask FILE or case.causal"),
     ({"case": {"dtype": "fp8"}}, "case.dtype = 'fp8' is not one of fp16, bf16"),
     ({"schedule": {"block_order": "random"}}, "is not one of row, zigzag, longest_first"),

@@ -18,6 +18,7 @@ running O), with its element, values, ULPs and timeline event.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,17 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.backends import get_backend
-from tfa_sim.blocks import make_blocks
+from tfa_sim.blocks import Block, make_blocks
 from tfa_sim.compare import EPS, EPS_EXP_MAX, compare, element_failures, ulp_distance, ulp_histogram
 from tfa_sim.config import Config, build_config
 from tfa_sim.errors import InputError
 from tfa_sim.functional import run_functional
-from tfa_sim.inputs import generate_inputs, load_inputs
+from tfa_sim.inputs import Inputs, changed_inputs, generate_inputs, load_inputs
 from tfa_sim.intermediates import BY_NAME, NAMES, block_index, golden_files, read_golden, select
+from tfa_sim.memory import check_parts, require
 from tfa_sim.outputs import read_summary, write_json
+from tfa_sim.rundir import RunDir
+from tfa_sim.safety import is_name, load_npy, read_bytes, require_fields
 
 ORDER = list(NAMES)  # data-flow order within a tile
 
@@ -46,19 +50,31 @@ class Result:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def run_config(summary: dict[str, Any]) -> Config:
-    cfg = {k: dict(v) for k, v in summary["config"].items()}
-    return build_config(cfg)
+def run_config(summary: dict[str, Any], run_dir: Path = Path(".")) -> Config:
+    """The run's config from its summary (checked like any config)."""
+    try:
+        return build_config(summary["config"])
+    except InputError as exc:
+        raise InputError(f"{run_dir / 'summary.json'}: {exc}; rerun tfa-sim run") from None
 
 
-def run_inputs(summary: dict[str, Any], config: Config):
-    source = summary.get("inputs", "")
+def run_inputs(summary: dict[str, Any], config: Config) -> Inputs:
+    """The run's inputs again: regenerated, or re-read from its --inputs directory — refused when they are not
+    the ones the run used (``input_hashes`` in summary.json)."""
+    source, recorded = summary.get("inputs", ""), summary.get("input_hashes")
     if source.startswith("generated"):
-        return generate_inputs(config)
-    return load_inputs(source, config)
+        inputs = generate_inputs(config)
+        changed = changed_inputs(recorded, inputs.hashes) if recorded is not None else []
+        if changed:
+            raise InputError(f"inputs changed since the run: generated {', '.join(changed)} (seed "
+                             f"{config.numerics.seed}) differ from the run's; rerun tfa-sim run")
+        return inputs
+    if not source or not os.path.isdir(source):
+        raise InputError(f"the run's inputs {source or '(not recorded)'} are gone; restore them or rerun tfa-sim run")
+    return load_inputs(source, config, recorded)
 
 
-def model_reference(config: Config, summary: dict[str, Any]):
+def model_reference(config: Config, summary: dict[str, Any]) -> Any:
     """The model's value of a dump: get(name, block, tile) → array."""
     backend = get_backend(summary.get("backend", config.numerics.backend), config.numerics.exp_model)
     _o, rec = run_functional(backend, config, run_inputs(summary, config), record=True)
@@ -71,7 +87,7 @@ def model_reference(config: Config, summary: dict[str, Any]):
     return get
 
 
-def golden_reference(config: Config, directory: Path):
+def golden_reference(config: Config, directory: Path) -> Any:
     """Slices of the reference generator's raw files, read once each with the shapes this config implies."""
     cache: dict[str, np.ndarray | str] = {}
 
@@ -90,20 +106,57 @@ def golden_reference(config: Config, directory: Path):
     return get
 
 
-def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol: float | None = None,
-              rtol: float | None = None, stages: list[str] | None = None) -> dict[str, Any]:
-    """Compare every dump of ``run_dir``; returns the report (also written to check.json)."""
-    summary = read_summary(run_dir)
-    manifest_path = run_dir / "dumps" / "manifest.json"
-    if not manifest_path.is_file():
+#: The fields ``check`` reads from each per-block entry of dumps/manifest.json.
+MANIFEST_FIELDS = {"file": "str", "name": "str", "block": "int", "tile": "int", "slot": "int?", "event": "table?",
+                   "event.unit": "str", "event.pipe": "str", "event.instruction": "str",
+                   "event.start_cycle": "number", "event.end_cycle": "number"}
+
+
+def read_manifest(run_dir: Path, blocks: dict[int, Block]) -> list[dict[str, Any]]:
+    """The per-block ``.npy`` entries of ``RUN/dumps/manifest.json``, each checked against the run's blocks."""
+    path = run_dir / "dumps" / "manifest.json"
+    if not os.path.lexists(path):
         raise InputError(f"{run_dir} has no dumps: run with --intermediate-check first")
-    manifest = [m for m in json.loads(manifest_path.read_text()) if m["block"] is not None
-                and m["file"].endswith(".npy")]
-    config = run_config(summary)
+    problem = f"{path} is damaged; rerun tfa-sim run --intermediate-check"
+    try:
+        entries = json.loads(read_bytes(path, "dump manifest", max_bytes=1 << 28))
+    except (ValueError, RecursionError):
+        raise InputError(f"{problem} (not JSON)") from None
+    if not isinstance(entries, list) or not all(isinstance(m, dict) for m in entries):
+        raise InputError(f"{problem} (not a list of entries)")
+    out = [m for m in entries if m.get("block") is not None and str(m.get("file")).endswith(".npy")]
+    for m in out:
+        spec = {k: v for k, v in MANIFEST_FIELDS.items() if not k.startswith("event.") or m.get("event") is not None}
+        require_fields(m, spec, problem)
+        block = blocks.get(m["block"])
+        if not is_name(m["file"]) or m["name"] not in NAMES or block is None or not 0 <= m["tile"] < block.tiles:
+            raise InputError(f"{problem} (entry {m['file']!r}: no such dump in this run)")
+        m.setdefault("slot", None)
+        m.setdefault("event", None)
+    return out
+
+
+def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol: float | None = None,
+              rtol: float | None = None, stages: list[str] | None = None, mem_limit_gib: float = 0) -> dict[str, Any]:
+    """Compare every dump of ``run_dir``; returns the report (also written to check.json)."""
+    with RunDir(run_dir, "RUN_DIR", "check", create=False) as rd:
+        rd.refuse_foreign(["check.json"], "rename it")
+        report = _check(Path(run_dir), golden, eps, atol, rtol, stages, mem_limit_gib)
+        rd.remove(lambda rel: rel == "check.json")
+        write_json(rd.file("check.json"), report)
+    return report
+
+
+def _check(run_dir: Path, golden: Path | None, eps: float, atol: float | None, rtol: float | None,
+           stages: list[str] | None, mem_limit_gib: float) -> dict[str, Any]:
+    summary = read_summary(run_dir)
+    config = run_config(summary, run_dir)
     wanted = select(stages)
-    blocks = {b.index: b for b in make_blocks(config)}
-    if golden is not None and not Path(golden).is_dir():
+    if golden is not None and not os.path.isdir(golden):
         raise InputError(f"--golden {golden} is not a directory")
+    require(check_parts(config), mem_limit_gib or config.numerics.mem_limit_gib, "check")
+    blocks = {b.index: b for b in make_blocks(config)}
+    manifest = read_manifest(run_dir, blocks)
     reference = golden_reference(config, Path(golden)) if golden else model_reference(config, summary)
     bit_exact = golden is None
     results: list[Result] = []
@@ -111,14 +164,13 @@ def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol:
         if m["name"] not in wanted:
             continue
         block = blocks[m["block"]]
-        got = np.load(run_dir / "dumps" / m["file"], allow_pickle=False)
+        path = run_dir / "dumps" / m["file"]
+        got = load_npy(read_bytes(path, "dump"), path, "dump")
         exp = reference(m["name"], block, m["tile"])
         results.append(_compare_one(m, got, exp, block, bit_exact, eps, atol, rtol))
     if not results:
         raise InputError(f"{run_dir}: no dumps match --stage {','.join(stages or [])}")
-    report = _report(results, summary, golden, bit_exact, eps)
-    write_json(run_dir / "check.json", report)
-    return report
+    return _report(results, summary, golden, bit_exact, eps)
 
 
 def _compare_one(m: dict, got: np.ndarray, exp: np.ndarray | str, block: Any, bit_exact: bool, eps: float,

@@ -2,14 +2,24 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from tfa_sim.config import Config, load_config
+from tfa_sim.config import Config, load_config, parse_span
 from tfa_sim.errors import InputError, TfaError
+from tfa_sim.safety import check_name, check_path, is_name, os_problem, show
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse in tfa-sim's error style: one line on stderr, exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
@@ -22,23 +32,38 @@ def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
 
 
+def _hw_setting(text: str) -> tuple[str, str, str]:
+    """``--hw``: a shipped preset's name, or the path of a preset file."""
+    from tfa_sim.hardware import preset_names
+
+    if text in preset_names():
+        return "hardware", "preset", text
+    if os.path.lexists(text):
+        return "hardware", "file", text  # hardware.py reads regular files only
+    if is_name(text) and not text.endswith(".toml"):
+        return "hardware", "preset", text  # an unknown preset: hardware.py lists the known ones
+    shown = text if text.isprintable() and text else show(text)  # a path in full, unless it needs escapes
+    raise InputError(f"--hw {shown} is neither a preset ({', '.join(preset_names())}) nor an existing preset file")
+
+
 def _config_from(args: argparse.Namespace) -> Config:
-    overrides = list(args.overrides)
+    values: list[tuple[str, str, Any]] = []
     if getattr(args, "no_numerics", False):
-        overrides.append("numerics.enabled=false")
+        values.append(("numerics", "enabled", False))
     if getattr(args, "intermediate_check", False):
-        overrides.append("numerics.intermediate_check=true")
+        values.append(("numerics", "intermediate_check", True))
     for flag in ("blocks", "tiles"):
-        if getattr(args, flag, None):
-            overrides.append(f'numerics.dump_{flag}="{getattr(args, flag)}"')
-    if args.hw:
-        is_file = args.hw.endswith(".toml") or Path(args.hw).exists()
-        overrides.append(f'hardware.{"file" if is_file else "preset"}="{args.hw}"')
+        text = getattr(args, flag, None)
+        if text is not None:
+            parse_span(text, f"--{flag}")
+            values.append(("numerics", f"dump_{flag}", text))
+    if args.hw is not None:
+        values.append(_hw_setting(args.hw))
     if args.backend:
-        overrides.append(f'numerics.backend="{args.backend}"')
+        values.append(("numerics", "backend", args.backend))
     if getattr(args, "mask", None):
-        overrides.append(f"case.mask={json.dumps(args.mask)}")  # a TOML basic string
-    return load_config(getattr(args, "config", None), args.case, overrides)
+        values.append(("case", "mask", args.mask))
+    return load_config(getattr(args, "config", None), args.case, args.overrides, values)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -52,16 +77,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_gen_data(args: argparse.Namespace) -> int:
     from tfa_sim.golden import kernel_golden
     from tfa_sim.inputs import generate_inputs, write_input_bins
+    from tfa_sim.memory import gen_data_parts, require
+    from tfa_sim.rundir import RunDir
 
-    is_file = args.case_or_config.endswith((".toml", ".yaml", ".yml"))
-    config = load_config(args.case_or_config if is_file else None, None if is_file else args.case_or_config,
-                         args.overrides)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    inputs = generate_inputs(config)
-    write_input_bins(inputs, out)
-    kernel_golden(inputs, config, record=True).write(out, config)
-    print(f"tfa-sim gen-data: {config.name} → {out} (inputs and kernel-ordered golden, raw .bin)")
+    text = args.case_or_config
+    is_file = text.endswith((".toml", ".yaml", ".yml"))
+    if not is_file:
+        check_name(text, "gen-data CASE", "give a shipped case's name or a config file (.toml/.yaml)")
+    config = load_config(text if is_file else None, None if is_file else text, args.overrides)
+    require(gen_data_parts(config), config.numerics.mem_limit_gib, "gen-data")
+    with RunDir(args.out, "--out", "gen-data") as rd, rd.stage() as staged:
+        inputs = generate_inputs(config)
+        write_input_bins(inputs, staged)
+        kernel_golden(inputs, config, record=True).write(staged, config)
+        rd.refuse_foreign(os.listdir(staged))
+        rd.remove(lambda rel: "/" not in rel and rel.endswith(".bin"))  # an earlier gen-data's files
+        rd.commit(staged)
+    print(f"tfa-sim gen-data: {config.name} → {rd.path} (inputs and kernel-ordered golden, raw .bin)")
     return 0
 
 
@@ -99,14 +131,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tolerance(value: float | None, option: str, zero_ok: bool = True) -> float | None:
+    """A tolerance option: finite and ≥ 0 (> 0 unless ``zero_ok``)."""
+    if value is not None and (not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok)):
+        raise InputError(f"{option} {value!r}: give a finite number {'≥' if zero_ok else '>'} 0")
+    return value
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from tfa_sim.check import check_run, format_report
 
     stages = [s for item in args.stage or [] for s in item.split(",") if s]
-    report = check_run(Path(args.run_dir), Path(args.golden) if args.golden else None, args.eps, args.atol,
-                       args.rtol, stages)
+    eps = _tolerance(args.eps, "--eps", zero_ok=False)
+    atol, rtol = _tolerance(args.atol, "--atol"), _tolerance(args.rtol, "--rtol")
+    mem = _tolerance(args.mem_limit_gib, "--mem-limit-gib")
+    run_dir = check_path(args.run_dir, "RUN_DIR")
+    golden = check_path(args.golden, "--golden") if args.golden is not None else None
+    report = check_run(run_dir, golden, eps or 0.0, atol, rtol, stages, mem or 0.0)
     print(format_report(report))
-    print(f"wrote {Path(args.run_dir) / 'check.json'}")
+    print(f"wrote {run_dir / 'check.json'}")
     return 0 if report["passed"] else 1
 
 
@@ -129,9 +172,21 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
+    """Render ``views`` to ``-o`` atomically (the user named the file: it is replaced)."""
+    from tfa_sim.rundir import atomic_write_via
+    from tfa_sim.timeline import render
+
+    out = check_path(path, "-o")
+    if out.suffix.lower() not in (".svg", ".png", ".html"):
+        raise InputError(f"-o {out}: use a .svg, .png or .html file name")
+    atomic_write_via(out, lambda tmp: render(views, tmp, arrows))
+    return out
+
+
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tfa_sim.config import parse_span
-    from tfa_sim.timeline import load_view, parse_cores, render
+    from tfa_sim.rundir import RunDir
+    from tfa_sim.timeline import load_view, parse_cores
 
     runs = list(args.run_dirs) + list(args.compare or [])
     if not runs:
@@ -140,32 +195,45 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         raise InputError("several run directories: use --compare RUN_A RUN_B … to stack them")
     cores, tiles = parse_cores(args.cores), parse_span(args.tiles or "", "--tiles")
     views = [load_view(r, args.by, cores, tiles, args.arrows) for r in runs]
-    out = Path(args.output) if args.output else Path(runs[0]) / "timeline.svg"
-    render(views, out, args.arrows)
+    if args.output:
+        out = _write_figure(args.output, views, args.arrows)
+    else:  # into the run directory, by its rules
+        with RunDir(runs[0], "RUN_DIR", "timeline", create=False) as rd:
+            rd.refuse_foreign(["timeline.svg"], "write the figure elsewhere with -o FILE")
+            out = _write_figure(rd.file("timeline.svg"), views, args.arrows)
     for v in views:
         print(f"{v.name}: {v.makespan}, {len(v.bars)} bars in {len(v.lanes)} lanes")
     print(f"wrote {out}")
     return 0
 
 
+def _plan_units(text: str) -> dict[str, int]:
+    """``--units cube.M=2,vec.V=2`` → servers per pipe kind (1…64 each)."""
+    from tfa_sim.units import PIPES
+
+    known = [f"{kind}.{pipe}" for kind, pipes in PIPES.items() for pipe in pipes]
+    units = {}
+    for item in filter(None, text.split(",")):
+        kind, _, n = (part.strip() for part in item.partition("="))
+        if kind not in known or not re.fullmatch(r"[0-9]{1,2}", n) or not 1 <= int(n) <= 64:
+            raise InputError(f"--units {show(item)}: expected PIPE=N, N in 1…64, PIPE one of {', '.join(known)}")
+        units[kind] = int(n)
+    return units
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from tfa_sim.analysis import plan
+    from tfa_sim.engine.chip import DISPATCH
     from tfa_sim.outputs import read_events, read_summary
-    from tfa_sim.timeline import make_view, planned, render
+    from tfa_sim.timeline import make_view, planned
 
-    run_dir = Path(args.run_dir)
+    run_dir = check_path(args.run_dir, "RUN_DIR")
+    units = _plan_units(args.units or "") if args.resources == "pipes" else None
     summary = read_summary(run_dir)
     events = read_events(run_dir / "events.csv")
-    overhead = summary["overhead"]
-    units = None
-    if args.resources == "pipes":
-        units = {}
-        for item in filter(None, (args.units or "").split(",")):
-            kind, _, n = item.partition("=")
-            if not n.isdigit() or int(n) < 1:
-                raise InputError(f"--units {item!r}: expected PIPE=N like cube.M=2")
-            units[kind.strip()] = int(n)
-    schedule = plan(events, overhead, units)
+    if all(e.pipe == DISPATCH for e in events):
+        raise InputError(f"{run_dir / 'events.csv'} holds no instruction groups; rerun tfa-sim run")
+    schedule = plan(events, summary["overhead"], units, [x["first_block"] for x in summary.get("launches", [])[1:]])
     plan_summary, moved = planned(summary, events, schedule)
     what = "unlimited resources" if units is None else "one server per pipe" + (f" ({args.units})" if units else "")
     print(f"plan ({what}): {plan_summary['total_cycles']:.0f} cycles = {plan_summary['time_us']:.2f} µs; "
@@ -174,8 +242,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.output:
         views = [make_view(f"plan ({what})", plan_summary, moved, by="pipe"),
                  make_view(f"simulated {run_dir.name}", summary, events, by="pipe")]
-        render(views, Path(args.output))
-        print(f"wrote {args.output}")
+        print(f"wrote {_write_figure(args.output, views)}")
     return 0
 
 
@@ -207,6 +274,9 @@ def _run_parsers(sub: Any) -> None:
     p.add_argument("--atol", type=float, help="absolute tolerance (default eps)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default eps)")
     p.add_argument("--stage", action="append", help="only these stages or dumps, e.g. compute_p or qk,pv")
+    p.add_argument("--mem-limit-gib", type=float, default=None,
+                   help="refuse when the check would hold more memory (default: the run's numerics.mem_limit_gib, "
+                        "else 80%% of the memory available)")
     p.set_defaults(func=cmd_check)
 
 
@@ -258,7 +328,7 @@ def _explore_parsers(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
+    parser = _Parser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
                                      "Ascend A2/A3 NPUs: bit-accurate outputs and schedule timing.")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parsers(sub)
@@ -267,15 +337,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; errors are one line on stderr and the exit code of README, "Exit codes"."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except TfaError as exc:
-        print(f"tfa-sim: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(str(exc), exc.exit_code)
+    except OSError as exc:  # the system refused something no check foresaw (a disk full, a file gone)
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail(f"{os_problem(exc)}{where}", 2)
+    except MemoryError:
+        return _fail("out of memory: narrow the run (fewer batch/heads, a smaller S0 or S1) or free memory", 2)
     except KeyboardInterrupt:
         print("tfa-sim: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(message: str, code: int) -> int:
+    """Print ``message`` as one line (newlines inside paths or values escaped)."""
+    text = message.replace("\r", "\\r").replace("\n", "\\n")
+    print(f"tfa-sim: error: {text}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tfa_sim.errors import InputError
+from tfa_sim.safety import check_name, check_path, decode_text, read_bytes, show
 
 
 def _config_dir() -> Path:
@@ -96,6 +98,7 @@ class NumericsConfig:
     dump_blocks: str = ""  # "a:b" — dump only blocks a ≤ b < b (empty: all)
     dump_tiles: str = ""  # "a:b" — dump only logical tiles a ≤ t < b (empty: all)
     dump_limit_gib: float = 2.0  # refuse to write more dump data than this
+    mem_limit_gib: float = 0.0  # refuse a run estimated to hold more memory than this (0: 80% of what is free)
     backend: str = "native"  # numpy | native
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed
@@ -143,6 +146,8 @@ CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model
            ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first")}
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).
 AUTO = {("schedule", "s1_split")}
+#: No config file is this large; a bigger one is not read.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 #: Keys earlier versions accepted, with what replaced them.
@@ -154,6 +159,44 @@ def _suggest(word: str, options: list[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(options)}"
 
 
+#: Numeric settings with a range: (lowest, highest, inclusive lowest); None = unbounded.
+RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
+    ("numerics", "seed"): (0, 2 ** 32 - 1, True),  # numpy.random.seed's range
+    ("numerics", "dump_limit_gib"): (0, None, False),
+    ("numerics", "mem_limit_gib"): (0, None, True),  # 0: the default, a share of the memory available
+}
+#: No integer setting is larger (shapes this large are refused by the work limit anyway); keeps every
+#: message and numpy conversion of a value exact.
+MAX_INT = 2 ** 62
+#: String settings that are names (tfa_sim.safety), spans a:b, or paths.
+NAMES = {("case", "name"), ("hardware", "preset")}
+SPANS = {("numerics", "dump_blocks"), ("numerics", "dump_tiles")}
+PATHS = {("hardware", "file")}
+
+
+def _check_number(where: str, value: int | float, key: tuple[str, str]) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"config error: {where} = {value!r} must be a finite number")
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise InputError(f"config error: {where} = {show(value)} is too large (at most {MAX_INT})")
+    lo, hi, inclusive = RANGES.get(key, (None, None, True))
+    if (lo is not None and (value < lo or (value == lo and not inclusive))) or (hi is not None and value > hi):
+        rule = f"{'≥' if inclusive else '>'} {lo:g}" if hi is None else f"in {lo:g}…{hi}"
+        raise InputError(f"config error: {where} = {show(value)} must be {rule}")
+
+
+def _check_string(where: str, value: str, key: tuple[str, str]) -> None:
+    choices = CHOICES.get(key)
+    if choices and value not in choices:
+        raise InputError(f"config error: {where} = {show(value)} is not one of {', '.join(choices)}")
+    if key in NAMES and (value or key != ("case", "name")):  # an empty case.name is derived from the shape
+        check_name(value, f"config error: {where} =")
+    if key in SPANS:
+        parse_span(value, where)
+    if key in PATHS and value:
+        check_path(value, f"config error: {where} =")
+
+
 def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
     where = f"{section}.{key}"
     if (section, key) in AUTO:
@@ -161,66 +204,78 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
             raise InputError(f"config error: {where} = {value!r} must be an integer or \"auto\"")
     elif isinstance(default, bool):
         if not isinstance(value, bool):
-            raise InputError(f"config error: {where} = {value!r} must be true or false")
-    elif isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"config error: {where} = {value!r} must be a number (e.g. {key} = {default})")
-    elif isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"config error: {where} = {value!r} must be an integer (e.g. {key} = {default})")
+            raise InputError(f"config error: {where} = {show(value)} must be true or false")
+    elif isinstance(default, (int, float)):
+        kind = "an integer" if isinstance(default, int) else "a number"
+        allowed = (int,) if isinstance(default, int) else (int, float)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise InputError(f"config error: {where} = {show(value)} must be {kind} (e.g. {key} = {default})")
+        _check_number(where, value, (section, key))
     elif isinstance(default, str):
         if not isinstance(value, str):
-            raise InputError(f"config error: {where} = {value!r} must be a string (e.g. {key} = \"{default}\")")
-        choices = CHOICES.get((section, key))
-        if choices and value not in choices:
-            raise InputError(f"config error: {where} = {value!r} is not one of {', '.join(choices)}")
+            raise InputError(f"config error: {where} = {show(value)} must be a string (e.g. {key} = \"{default}\")")
+        _check_string(where, value, (section, key))
     return value
+
+
+def _section(section: str, cls: type, given: Any) -> Any:
+    """One section's dataclass from its table, every key known and of the right type."""
+    if not isinstance(given, dict):
+        raise InputError(f"config error: [{section}] must be a table of keys, got {show(given)}")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for key, value in given.items():
+        if not isinstance(key, str):
+            raise InputError(f"config error: key {show(key)} in [{section}] is not a name; known: "
+                             f"{', '.join(defaults)}")
+        if (section, key) in RETIRED:
+            raise InputError(f"config error: {section}.{key} is no longer a setting: {RETIRED[section, key]}")
+        if key not in defaults:
+            raise InputError(f"config error: unknown key {section}.{show(key)[1:-1]}; {_suggest(key, list(defaults))}")
+        _check_type(section, key, value, defaults[key])
+    return cls(**given)
 
 
 def build_config(data: dict[str, Any]) -> Config:
     """Type-check a nested mapping against the schema and return a legal :class:`Config`."""
     if not isinstance(data, dict):
         raise InputError("config error: the config must be a table of sections (case, tiling, …)")
-    sections = {}
-    for section, cls in _SECTION_TYPES.items():
-        given = data.get(section, {})
-        if not isinstance(given, dict):
-            raise InputError(f"config error: [{section}] must be a table of keys, got {given!r}")
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        for key, value in given.items():
-            if (section, key) in RETIRED:
-                raise InputError(f"config error: {section}.{key} is no longer a setting: {RETIRED[section, key]}")
-            if key not in defaults:
-                raise InputError(f"config error: unknown key {section}.{key}; {_suggest(key, list(defaults))}")
-            _check_type(section, key, value, defaults[key])
-        sections[section] = cls(**given)
     for section in data:
         if section not in _SECTION_TYPES:
-            raise InputError(f"config error: unknown section [{section}]; {_suggest(section, list(_SECTION_TYPES))}")
-    config = Config(**sections)
+            name = show(section)[1:-1] if isinstance(section, str) else show(section)
+            hint = _suggest(section, list(_SECTION_TYPES)) if isinstance(section, str) else \
+                f"known: {', '.join(_SECTION_TYPES)}"
+            raise InputError(f"config error: unknown section [{name}]; {hint}")
+    config = Config(**{s: _section(s, cls, data.get(s, {})) for s, cls in _SECTION_TYPES.items()})
     from tfa_sim.legality import check_legal  # legality needs hardware; avoid a cycle
 
     check_legal(config)
     return config
 
 
-def _read_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise InputError(f"config file {path} not found; give an existing .toml/.yaml file or use --case NAME")
-    text = path.read_text()
+def _read_file(path: str | Path) -> dict[str, Any]:
+    hint = "give an existing .toml/.yaml file or use --case NAME"
+    text = decode_text(read_bytes(path, "config file", hint, MAX_CONFIG_BYTES), path, "config file")
     try:
-        if path.suffix in (".yaml", ".yml"):
+        if str(path).endswith((".yaml", ".yml")):
             import yaml
 
-            return yaml.safe_load(text) or {}
-        return tomllib.loads(text)
-    except Exception as exc:  # both parsers' errors carry line numbers
+            data = yaml.safe_load(text)
+        else:
+            data = tomllib.loads(text)
+    except Exception as exc:  # noqa: BLE001 - both parsers' errors carry line numbers; deep nesting, huge ints
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"config file {path} does not parse: {first}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(f"config file {path} is not a table of sections (case, tiling, …): it holds a "
+                         f"{type(data).__name__}")
+    return data
 
 
-def case_path(name: str) -> Path:
+def case_path(name: str, what: str = "--case") -> Path:
     """The shipped config of reference case ``name`` (configs/cases/NAME.toml)."""
+    check_name(name, what, "give a shipped case's name, or a config file's path as CONFIG")
     path = CONFIG_DIR / "cases" / f"{name}.toml"
     if not path.is_file():
         known = sorted(p.stem for p in (CONFIG_DIR / "cases").glob("*.toml"))
@@ -249,7 +304,7 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     section, key = dotted.strip().split(".", 1)
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # not a TOML literal (TOMLDecodeError is a ValueError, as is a 5000-digit integer)
         value = raw.strip()
     return section, key, value
 
@@ -264,14 +319,14 @@ def merge(data: dict[str, Any], section: str, key: str, value: Any) -> dict[str,
     return out
 
 
-def load_config(path: str | Path | None = None, case: str | None = None,
-                overrides: Sequence[str] = ()) -> Config:
-    """Config from a file, a shipped case, or defaults (``DEFAULT_CASE``), then ``--set`` overrides."""
+def load_config(path: str | Path | None = None, case: str | None = None, overrides: Sequence[str] = (),
+                values: Sequence[tuple[str, str, Any]] = ()) -> Config:
+    """Config from a file, a shipped case, or defaults (``DEFAULT_CASE``), then ``--set`` overrides (text) and
+    ``values`` (section, key, value) set by command-line options."""
     if path is not None and case is not None:
         raise InputError("give either a CONFIG file or --case NAME, not both")
-    source = Path(path) if path is not None else case_path(case or DEFAULT_CASE)
-    data = _read_file(source)
-    parsed = [parse_override(text) for text in overrides]
+    data = _read_file(path if path is not None else case_path(case or DEFAULT_CASE))
+    parsed = [parse_override(text) for text in overrides] + list(values)
     renamed = any(sec == "case" and key == "name" for sec, key, _ in parsed)
     if not renamed and any(sec == "case" for sec, _, _ in parsed) and isinstance(data.get("case"), dict):
         data = {**data, "case": {k: v for k, v in data["case"].items() if k != "name"}}  # name the new shape

@@ -14,7 +14,6 @@ it is its timeline event.  :func:`write_dumps` writes, under ``RUN/dumps/``:
 """
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from tfa_sim.intermediates import (
 )
 from tfa_sim.outputs import write_json
 from tfa_sim.units import parse_unit
+from tfa_sim.workload import selected_tiles
 
 
 def selection(config: Config) -> list[tuple[int, list[int]]]:
@@ -50,13 +50,16 @@ def full_dump(config: Config) -> bool:
 
 
 def estimate_bytes(config: Config) -> int:
-    """Bytes the dumps will take (npy and raw copies, plus the full-S0 files when everything is dumped)."""
+    """Bytes the dumps will take (npy and raw copies, plus the full-S0 files when everything is dumped); in
+    closed form, so that an absurd selection is refused at once."""
+    n = config.numerics
     per_tile = sum(int(np.prod(block_shape(item, config))) * np.dtype(item.dtype).itemsize
                    for item in INTERMEDIATES)
-    tiles = sum(len(ts) for _b, ts in selection(config))
+    spans = [parse_span(n.dump_blocks, "numerics.dump_blocks"), parse_span(n.dump_tiles, "numerics.dump_tiles")]
+    tiles = selected_tiles(config, *(span or (0, 1 << 62) for span in spans))
     total = 2 * per_tile * tiles
     if full_dump(config):
-        total += per_tile * sum(b.tiles for b in make_blocks(config))
+        total += per_tile * selected_tiles(config)
     return total
 
 
@@ -109,12 +112,9 @@ class DumpRecorder:
             self.done.append(Dump(name, block, tile, entry[0], slot, event))
 
 
-def write_dumps(run_dir: Path, recorder: DumpRecorder, config: Config) -> int:
-    """Write the dumps and manifest; returns the bytes written."""
-    out = run_dir / "dumps"
-    tmp = run_dir / ".dumps.partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+def write_dumps(tmp: Path, recorder: DumpRecorder, config: Config) -> int:
+    """Write the dumps and manifest into ``tmp``, a fresh private directory that becomes ``RUN/dumps`` when
+    complete (``RunDir.commit``); returns the bytes written."""
     manifest = []
     written = 0
     for d in recorder.done:
@@ -133,8 +133,6 @@ def write_dumps(run_dir: Path, recorder: DumpRecorder, config: Config) -> int:
             manifest.append(entry)
             written += (tmp / entry["file"]).stat().st_size
     write_json(tmp / "manifest.json", manifest)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
     return written
 
 

@@ -10,7 +10,6 @@ right sign.  The timing model reads the sections as attributes
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from tfa_sim.config import CONFIG_DIR, HardwareConfig
 from tfa_sim.errors import InputError
+from tfa_sim.safety import check_name, check_path, decode_text, read_bytes, show
 
 
 @dataclass(frozen=True)
@@ -159,10 +159,18 @@ POSITIVE = {"chip.cube_cores", "chip.vector_cores", "chip.clock_mhz", "cube.frac
 
 
 
+#: Every number of a preset lies within these bounds (positive ones at least MIN_POSITIVE): no chip is
+#: described by larger ones, and sums and quotients of them stay finite.
+MAX_VALUE = 1e9
+MIN_POSITIVE = 1e-6
+#: No preset file is this large.
+MAX_PRESET_BYTES = 1 << 20
+
+
 @lru_cache(maxsize=32)
-def _read_preset(path: str, _mtime_ns: int) -> dict[str, Any]:
-    """Parsed preset TOML; cached per file version (legality, runs and sweep points all read presets)."""
-    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+def _parse_preset(text: str) -> dict[str, Any]:
+    """Parsed preset TOML, cached by content (legality, runs and sweep points all read presets)."""
+    return tomllib.loads(text)
 
 
 def preset_names() -> list[str]:
@@ -176,16 +184,19 @@ def _value(where: str, value: Any, kind: str, positive: bool) -> Any:
             return value
         raise InputError(f"{where} = {value!r} must be a non-empty string")
     ok = isinstance(value, int) if kind == "int" else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or not math.isfinite(value) or value < 0 or (positive and value == 0):
+    low = MIN_POSITIVE if positive else 0
+    if isinstance(value, bool) or not ok or not low <= value <= MAX_VALUE:  # NaN fails the comparison too
         what = "an integer" if kind == "int" else "a finite number"
-        raise InputError(f"{where} = {value!r} must be {what} {'> 0' if positive else '≥ 0'}")
+        raise InputError(f"{where} = {show(value)} must be {what} {'> 0' if positive else '≥ 0'} and at most "
+                         f"{MAX_VALUE:g}" + (f" (a positive one at least {MIN_POSITIVE:g})" if positive else ""))
     return value
 
 
 def _section(data: dict[str, Any], name: str, cls: type, path: Path) -> Any:
     table = data.get(name)
     if not isinstance(table, dict):
-        raise InputError(f"hardware file {path}: [{name}] table missing; copy configs/hw/910b2.toml as a template")
+        problem = "table missing" if table is None else "must be one table"
+        raise InputError(f"hardware file {path}: [{name}] {problem}; copy configs/hw/910b2.toml as a template")
     fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
     missing, unknown = sorted(set(fields) - set(table)), sorted(set(table) - set(fields))
     if missing or unknown:
@@ -209,26 +220,23 @@ def parse_preset(data: dict[str, Any], path: Path) -> Hardware:
 
 def _preset_path(cfg: HardwareConfig) -> Path:
     if cfg.file:
-        path = Path(cfg.file)
-        if not path.is_file():
-            raise InputError(f"hardware.file {cfg.file} not found; give a preset TOML path or use hardware.preset")
-        return path
-    path = CONFIG_DIR / "hw" / f"{cfg.preset}.toml"
+        return check_path(cfg.file, "hardware.file")
+    check_name(cfg.preset, "hardware.preset", f"use one of {', '.join(preset_names())}")
     if cfg.preset not in preset_names():
         raise InputError(f"hardware.preset {cfg.preset!r} unknown; use one of {', '.join(preset_names())}")
-    return path
+    return CONFIG_DIR / "hw" / f"{cfg.preset}.toml"
 
 
 def load_hardware(cfg: HardwareConfig) -> Hardware:
     """Read the preset or file named by ``cfg`` and apply ``cfg.cores``."""
     path = _preset_path(cfg)
+    hint = "give a preset TOML path or use hardware.preset"
+    text = decode_text(read_bytes(path, "hardware file", hint, MAX_PRESET_BYTES), path, "hardware file")
     try:
-        data = _read_preset(str(path), path.stat().st_mtime_ns)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"hardware file {path} does not parse ({exc}); copy configs/hw/910b2.toml as a "
-                         f"template") from None
-    except OSError as exc:
-        raise InputError(f"hardware file {path} cannot be read ({exc.strerror})") from None
+        data = _parse_preset(text)
+    except ValueError as exc:  # TOMLDecodeError, or an integer of thousands of digits
+        raise InputError(f"hardware file {path} does not parse ({str(exc).splitlines()[0]}); copy "
+                         f"configs/hw/910b2.toml as a template") from None
     hw = parse_preset(data, path)
     if cfg.cores < 0 or cfg.cores > hw.cube_cores:
         raise InputError(f"config error: hardware.cores={cfg.cores} outside 0..{hw.cube_cores} for {hw.name} (0 = all)")

@@ -7,7 +7,9 @@ of K).  A bf16 ``.npy`` written by ``numpy.save`` from an ml_dtypes array holds
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -15,15 +17,23 @@ import numpy as np
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
 from tfa_sim.numerics import input_dtype, narrow
+from tfa_sim.safety import check_path, load_npy, read_bytes
 
 F16 = np.float16
+#: The files ``--inputs DIR`` may hold: .npy (preferred) or the kernel's raw .bin, per tensor.
+NPY_FILES = {"q": "q.npy", "k": "k.npy", "v": "v.npy"}
+BIN_FILES = {"q": "q.bin", "k": "kt.bin", "v": "v.bin"}
 
 
 @dataclass(frozen=True)
 class Inputs:
+    """Q, K, V and ``hashes``: sha256 of each file they were read from, or of each generated array (recorded in
+    summary.json so that ``tfa-sim check`` can tell when the inputs changed after the run)."""
+
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
+    hashes: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 def shapes(config: Config) -> dict[str, tuple[int, ...]]:
@@ -52,7 +62,13 @@ def generate_inputs(config: Config) -> Inputs:
     q = _reference_draw((c.batch, c.heads, c.s0, c.head), 1.5, c.dtype)
     k_hs = _reference_draw((c.batch, c.kv_heads, c.head, c.s1), 1.5, c.dtype)
     v = _reference_draw((c.batch, c.kv_heads, c.s1, c.head), 1.2, c.dtype)
-    return Inputs(q, np.ascontiguousarray(np.swapaxes(k_hs, -1, -2)), v)
+    k = np.ascontiguousarray(np.swapaxes(k_hs, -1, -2))
+    return Inputs(q, k, v, {name: _sha256(a) for name, a in (("q", q), ("k", k), ("v", v))})
+
+
+def _sha256(data: bytes | np.ndarray) -> str:
+    raw = np.ascontiguousarray(data).view(np.uint8).data if isinstance(data, np.ndarray) else data
+    return hashlib.sha256(raw).hexdigest()
 
 
 def validate(inputs: Inputs, config: Config) -> Inputs:
@@ -73,44 +89,65 @@ def validate(inputs: Inputs, config: Config) -> Inputs:
     return inputs
 
 
-def _read_npy(path: Path, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    try:
-        a = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
-    if dtype == "bf16" and a.dtype == np.dtype("V2"):  # what numpy.save writes for an ml_dtypes bfloat16 array
+def _as_shape(a: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """A 2-D array for a run with batch = heads = 1 stands for [1, 1, rows, HEAD]; a bf16 run reads the
+    2-byte void elements ``numpy.save`` writes for an ml_dtypes bfloat16 array as bf16."""
+    if dtype == "bf16" and a.dtype == np.dtype("V2"):
         a = a.view(input_dtype(dtype))
-    if a.ndim == 2 and shape[0] == shape[1] == 1:
-        a = a.reshape(shape) if a.shape == shape[2:] else a
+    if a.ndim == 2 and shape[0] == shape[1] == 1 and a.shape == shape[2:]:
+        return a.reshape(shape)
     return a
 
 
-def _read_bin(path: Path, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    if not path.is_file():
-        raise InputError(f"{path} not found; --inputs needs q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin")
+def _from_bin(data: bytes, path: Path, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     want = int(np.prod(shape)) * 2
-    got = path.stat().st_size
-    if got != want:
-        raise InputError(f"{path} has {got} bytes, expected {want} ({dtype} {shape}); check the config's shape")
-    return np.fromfile(path, dtype=input_dtype(dtype)).reshape(shape)
+    if len(data) != want:
+        raise InputError(f"{path} has {len(data)} bytes, expected {want} ({dtype} {shape}); check the config's "
+                         f"shape")
+    return np.frombuffer(data, input_dtype(dtype)).reshape(shape)
 
 
-def load_inputs(directory: str | Path, config: Config) -> Inputs:
-    """Read ``q.npy``/``k.npy``/``v.npy`` or, when none exist, the raw ``q.bin``/``kt.bin``/``v.bin``."""
-    d = Path(directory)
-    if not d.is_dir():
+def read_input_files(directory: str | Path) -> dict[str, bytes]:
+    """The bytes of q.npy/k.npy/v.npy or, when none exist, of q.bin/kt.bin/v.bin, by file name."""
+    d = check_path(directory, "--inputs")
+    if not os.path.isdir(d):
         raise InputError(f"--inputs {d} is not a directory")
-    want, dt = shapes(config), config.case.dtype
-    npy = {n: d / f"{n}.npy" for n in ("q", "k", "v")}
-    if any(p.exists() for p in npy.values()):
-        missing = [str(p) for p in npy.values() if not p.exists()]
+    npy = [d / f for f in NPY_FILES.values()]
+    if any(os.path.lexists(p) for p in npy):
+        missing = [str(p) for p in npy if not os.path.lexists(p)]
         if missing:
             raise InputError(f"--inputs {d}: {', '.join(missing)} missing (need all of q.npy, k.npy, v.npy)")
-        arrays = {n: _read_npy(p, want[n], dt) for n, p in npy.items()}
+        files = NPY_FILES
     else:
-        arrays = {"q": _read_bin(d / "q.bin", want["q"], dt), "k": _read_bin(d / "kt.bin", want["k"], dt),
-                  "v": _read_bin(d / "v.bin", want["v"], dt)}
-    return validate(Inputs(**arrays), config)
+        files = BIN_FILES
+    hint = "--inputs needs q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin"
+    return {f: read_bytes(d / f, "input", hint) for f in files.values()}
+
+
+def input_hashes(raw: dict[str, bytes]) -> dict[str, str]:
+    return {name: _sha256(data) for name, data in raw.items()}
+
+
+def changed_inputs(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
+    """Files (or generated tensors) whose hash differs from the run's record, or that appeared or vanished."""
+    return sorted(n for n in set(recorded) | set(now) if recorded.get(n) != now.get(n))
+
+
+def load_inputs(directory: str | Path, config: Config, recorded: dict[str, str] | None = None) -> Inputs:
+    """Read, hash and check ``--inputs DIR``; with ``recorded`` (a run's hashes) refuse inputs changed since."""
+    d = Path(directory)
+    gone = [n for n in recorded or {} if not os.path.lexists(d / n)]
+    raw = read_input_files(directory) if not gone else {}
+    hashes = input_hashes(raw)
+    changed = [f"{n} (gone)" for n in gone] or (changed_inputs(recorded, hashes) if recorded is not None else [])
+    if changed:
+        raise InputError(f"inputs changed since the run: {', '.join(str(d / n) for n in changed)}; "
+                         f"rerun tfa-sim run")
+    want, dt = shapes(config), config.case.dtype
+    names = NPY_FILES if "q.npy" in raw else BIN_FILES
+    arrays = {t: _as_shape(load_npy(raw[f], d / f, "input"), want[t], dt) if f.endswith(".npy")
+              else _from_bin(raw[f], d / f, want[t], dt) for t, f in names.items()}
+    return validate(Inputs(**arrays, hashes=hashes), config)
 
 
 def write_input_bins(inputs: Inputs, directory: Path) -> None:

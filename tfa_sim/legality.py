@@ -10,7 +10,11 @@ import math
 from tfa_sim.buffers.capacity import buffer_use, cube_k
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
-from tfa_sim.hardware import load_hardware
+from tfa_sim.hardware import Hardware, load_hardware
+from tfa_sim.workload import instruction_groups
+
+#: More instruction groups than this is no simulation anyone waits for (about an hour of SimPy).
+MAX_GROUPS = 10 ** 8
 
 SUGGEST_SPAN = 4096  # how many multiples of ``step`` either side of the target a suggestion may look at
 
@@ -59,9 +63,9 @@ def check_legal(config: Config) -> None:
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise InputError(f"illegal config: {section}.{key}={value} must be ≥ {low}")
     _require(c.head % 16 == 0, f"case.head={c.head} must be a multiple of 16 (cube fractal 16×16); use 64 or 128")
-    _require(c.heads % c.kv_heads == 0,
-             f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} (GQA groups); "
-             f"use kv_heads={_divisors_near(c.heads, c.kv_heads)}")
+    near = _divisors_near(c.heads, c.kv_heads)
+    _require(c.heads % c.kv_heads == 0, f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} "
+             f"(GQA groups); " + (f"use kv_heads={near}" if near else "use a kv_heads that divides heads"))
     _check_variants(config)
     _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
              + _fix("tile_s1", c.s1, t.tile_s1, t.cube_s1, "case.s1", t.tile_s1))
@@ -81,6 +85,16 @@ def check_legal(config: Config) -> None:
     _require(s.qk_preload != 1 or kf == 1, f"qkPreloadNum > 1 unless kTileFactor == 1 broken: qk_preload=1 with "
              f"kTileFactor={kf}; use qk_preload=2")
     hw = load_hardware(config.hardware)
+    _check_capacities(config, hw)
+    groups = instruction_groups(config)
+    _require(groups <= MAX_GROUPS, f"the run would execute about {groups:.3g} instruction groups (more than "
+             f"{MAX_GROUPS:.0e}, hours of simulation): use fewer batch/heads, a smaller S0 or S1, or a larger "
+             f"tiling.tile_s1")
+
+
+def _check_capacities(config: Config, hw: Hardware) -> None:
+    """L1, UB, L0C and L0A/L0B hold what the tiling and buffer counts ask for."""
+    c, t, s = config.case, config.tiling, config.schedule
     use = buffer_use(config, hw.ub_align)
     _require(use.l1_bytes <= hw.l1, f"L1 holds {use.l1_bytes} bytes > {hw.l1} ({use.l1}); reduce buffer counts "
              f"(schedule.l1_*) or tile sizes")

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tfa_sim.errors import InputError
+from tfa_sim.safety import load_npy, read_bytes
 
 
 @dataclass(frozen=True)
@@ -127,15 +128,9 @@ class MaskArray(Mask):
 def load_mask(path: str | Path, batch: int, heads: int, s0: int, s1: int) -> MaskArray:
     """A ``.npy`` boolean mask (True = masked): S0×S1, or [batch, heads, S0, S1] where a leading axis may be 1
     (the same mask for every batch or head).  Anything else is an :class:`InputError` naming the fix."""
-    p = Path(path)
-    where = f"mask file {p}"
-    if not p.is_file():
-        raise InputError(f"{where} not found; give a .npy boolean array (np.save) of shape S0×S1 = {s0}×{s1}")
-    try:
-        a = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise InputError(f"{where} is not a readable .npy array ({type(exc).__name__}: {exc}); "
-                         f"write it with numpy.save") from None
+    where = f"mask file {path}"
+    hint = f"give a .npy boolean array (np.save) of shape S0×S1 = {s0}×{s1}"
+    a = load_npy(read_bytes(path, "mask file", hint), path, "mask file")
     if a.dtype != np.bool_:
         raise InputError(f"{where} has dtype {a.dtype}; it must be bool (True = masked): use mask.astype(bool)")
     full = a[None, None] if a.ndim == 2 else a

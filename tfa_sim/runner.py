@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
-import shutil
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -21,7 +21,9 @@ from tfa_sim.errors import InputError
 from tfa_sim.golden import kernel_golden, reference_attention
 from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
+from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import new_run_dir, write_events, write_json, write_npy
+from tfa_sim.rundir import RunDir
 from tfa_sim.simulation import simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.trace import build_trace, collect_counters, write_trace
@@ -38,6 +40,9 @@ def versions() -> dict[str, str]:
 
 
 OUTPUT_FILES = ("summary.json", "o.npy", "events.csv", "trace.json", "timeline.svg", "check.json")
+#: Everything a run writes into its directory (``dumps/`` a directory); a reused --out loses tfa-sim's old
+#: copies of these (they would describe another run) and nothing else.
+RUN_FILES = (*OUTPUT_FILES, "dumps/")
 #: Runs with more instruction groups than this skip timeline.svg (draw one with tfa-sim timeline --cores/--tiles).
 TIMELINE_MAX_EVENTS = 20_000
 
@@ -57,7 +62,7 @@ class RunResult:
 
 def get_inputs(config: Config, inputs_dir: str | None) -> tuple[Inputs, str]:
     if inputs_dir:
-        return load_inputs(inputs_dir, config), str(inputs_dir)
+        return load_inputs(inputs_dir, config), os.path.abspath(inputs_dir)  # absolute: check may run elsewhere
     return generate_inputs(config), f"generated (reference generator, seed {config.numerics.seed})"
 
 
@@ -79,21 +84,23 @@ def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, 
             raise InputError("--inputs and --intermediate-check need numerics: drop --no-numerics "
                              "(numerics.enabled=false)")
         return None
-    inputs, source = get_inputs(config, inputs_dir)
-    backend = get_backend(config.numerics.backend, config.numerics.exp_model)
     recorder = None
     if config.numerics.intermediate_check:
         size = check_size(config)
         print(f"tfa-sim run: intermediate dumps will take {size / 2 ** 20:.1f} MiB", flush=True)
         recorder = DumpRecorder(config)
+    inputs, source = get_inputs(config, inputs_dir)
+    backend = get_backend(config.numerics.backend, config.numerics.exp_model)
     c = config.case
-    summary.update(backend=backend.name, exp_model=config.numerics.exp_model, inputs=source)
+    summary.update(backend=backend.name, exp_model=config.numerics.exp_model, inputs=source,
+                   input_hashes=inputs.hashes)
     return Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32), recorder)
 
 
 def compute(config: Config, inputs_dir: str | None = None, event_log: bool = True, fold: bool = False) -> Computed:
     """Simulate one config and check its output against the goldens; nothing is written.  ``fold``: estimate
     a timing-only run from short samples (:mod:`tfa_sim.fold`; no event log)."""
+    check_run_memory(config, event_log and not fold)
     hw = load_hardware(config.hardware)
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
     numerics = prepare_numerics(config, inputs_dir, summary)
@@ -112,37 +119,56 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
     return Computed(config, hw, sim, numerics, summary)
 
 
-def write(done: Computed, out_dir: str | None = None) -> RunResult:
-    """Write a computed run into ``out_dir`` (default: a new ``runs/<case>-<time>``)."""
+def claim(out_dir: str | Path | None, case_name: str) -> RunDir:
+    """The run directory to write (``--out``, or a new ``runs/<case>-<time>``), to be entered with ``with``."""
+    if out_dir:
+        return RunDir(out_dir, "--out", "run")
+    return RunDir(new_run_dir(case_name), "--out", "run", fresh=True)
+
+
+def _is_run_file(rel: str) -> bool:
+    return rel in OUTPUT_FILES or rel.startswith("dumps/")
+
+
+def write(done: Computed, out_dir: RunDir | str | Path | None = None) -> RunResult:
+    """Write a computed run into ``out_dir`` (a claimed :class:`RunDir`; a path or None claims one)."""
+    if not isinstance(out_dir, RunDir):
+        with claim(out_dir, done.config.name) as rd:
+            return write(done, rd)
+    rd = out_dir
     config, hw, sim, numerics, summary = done.config, done.hw, done.sim, done.numerics, done.summary
-    path = Path(out_dir) if out_dir else new_run_dir(config.name)
-    path.mkdir(parents=True, exist_ok=True)
-    for name in OUTPUT_FILES:  # a reused --out must not keep a previous run's files
-        (path / name).unlink(missing_ok=True)
-    shutil.rmtree(path / "dumps", ignore_errors=True)
+    rd.refuse_foreign(RUN_FILES)
+    rd.remove(_is_run_file)  # a reused --out must not keep a previous run's files
     if numerics is not None:
-        write_npy(path / "o.npy", numerics.out)
+        write_npy(rd.file("o.npy"), numerics.out)
     events = sim.stats.events
     if events is not None:
-        write_events(path / "events.csv", events)
+        write_events(rd.file("events.csv"), events)
         meta = {"case": config.name, "hardware": hw.name, "config": summary["config"],
                 "total_cycles": summary["total_cycles"], "time_us": summary["time_us"]}
-        write_trace(path / "trace.json", build_trace(events, collect_counters(sim.stats.pools), hw.clock_mhz, meta))
+        write_trace(rd.file("trace.json"), build_trace(events, collect_counters(sim.stats.pools), hw.clock_mhz,
+                                                       meta))
     if numerics is not None and numerics.dumps is not None:
-        summary["dumps"] = {"dir": "dumps", "bytes": write_dumps(path, numerics.dumps, config),
-                            "tiles": len(numerics.dumps.done)}
-    write_json(path / "summary.json", summary)
+        with rd.stage() as staged:
+            nbytes = write_dumps(staged, numerics.dumps, config)
+            rd.commit(staged, "dumps")
+        summary["dumps"] = {"dir": "dumps", "bytes": nbytes, "tiles": len(numerics.dumps.done)}
+    write_json(rd.file("summary.json"), summary)
     if events is not None and len(events) <= TIMELINE_MAX_EVENTS:
+        from tfa_sim.rundir import atomic_write_via
         from tfa_sim.timeline import make_view, render
 
-        render([make_view(path.name, summary, events)], path / "timeline.svg")
-    return RunResult(path, numerics.out if numerics else None, summary)
+        view = make_view(rd.path.name, summary, events)
+        atomic_write_via(rd.file("timeline.svg"), lambda tmp: render([view], tmp))
+    return RunResult(rd.path, numerics.out if numerics else None, summary)
 
 
 def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None,
         event_log: bool = True, fold: bool = False) -> RunResult:
-    """Simulate one config and write its run directory (``tfa-sim run``)."""
-    return write(compute(config, inputs_dir, event_log, fold), out_dir)
+    """Simulate one config and write its run directory (``tfa-sim run``), which is locked meanwhile."""
+    with claim(out_dir, config.name) as rd:
+        rd.refuse_foreign(RUN_FILES)  # before the long part: a directory holding the user's files is refused now
+        return write(compute(config, inputs_dir, event_log, fold), rd)
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ lane per cube or vector core, QK/P in its upper and PV/GU in its lower half
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from tfa_sim.errors import InputError
 from tfa_sim.outputs import read_events, read_summary
+from tfa_sim.safety import show
 from tfa_sim.trace import unit_kind, unit_order
 from tfa_sim.units import TRACKS, parse_unit
 
@@ -67,22 +69,28 @@ class RunView:
         return (f"makespan {self.summary['total_cycles']:.0f} cycles = {self.summary['time_us']:.2f} µs")
 
 
+#: Core numbers --cores accepts (no chip has more), and lanes one figure can hold.
+MAX_CORE = 9999
+MAX_LANES = 1500
+
+
 def parse_cores(text: str | None) -> set[int] | None:
     """``0,2,5-7`` → {0, 2, 5, 6, 7}."""
     if not text:
         return None
     out: set[int] = set()
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise InputError(f"--cores {text!r}: expected core numbers like 0,2,5-7") from None
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*([0-9]{1,4})\s*(?:-\s*([0-9]{1,4})\s*)?", part)
+        if m is None or int(m[2] or m[1]) < int(m[1]) or int(m[2] or m[1]) > MAX_CORE:
+            raise InputError(f"--cores {show(text)}: expected core numbers like 0,2,5-7 (ranges low-high, at "
+                             f"most {MAX_CORE})")
+        out.update(range(int(m[1]), int(m[2] or m[1]) + 1))
     return out
 
 
 def load_view(run_dir: str | Path, by: str | None, cores: set[int] | None, tiles: tuple[int, int] | None,
               arrows: bool = False) -> RunView:
+    """One run's view from its directory (summary.json and the event log, both checked as they are read)."""
     run_dir = Path(run_dir)
     return make_view(run_dir.name, read_summary(run_dir), read_events(run_dir / "events.csv"), by, cores, tiles,
                      arrows)
@@ -93,11 +101,14 @@ def make_view(name: str, summary: dict[str, Any], events: list, by: str | None =
     """Select, lay out and label one run's events."""
     events = [e for e in events if (cores is None or parse_unit(e.unit).core in cores)
               and (tiles is None or tiles[0] <= e.tile < tiles[1])]
-    if not events:
+    if not any(e.end > e.start for e in events):
         raise InputError(f"{name}: no instructions left after --cores/--tiles; widen the selection")
     shown = {parse_unit(e.unit).core for e in events}
     by = by or ("pipe" if len(shown) <= 4 else "unit")
     lanes, bars = _lanes_and_bars(events, by)
+    if len(lanes) > MAX_LANES:
+        raise InputError(f"{name}: {len(lanes)} lanes are more than a figure holds ({MAX_LANES}); narrow with "
+                         f"--cores or use --by unit")
     flows = _arrows(events, by) if arrows else []
     return RunView(name, summary, lanes, bars, flows)
 

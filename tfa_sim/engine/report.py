@@ -52,8 +52,9 @@ def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
         "s1_split_asked": config.schedule.s1_split,
         "folded": result.folded,
         "balance": balance(result),
-        "launches": [{"name": x.name, "blocks": x.blocks, "cores": x.cores, "waves": x.waves,
-                      "start_cycle": round(x.start, 3), "end_cycle": round(x.end, 3)} for x in result.launches],
+        "launches": [{"name": x.name, "first_block": x.first_block, "blocks": x.blocks, "cores": x.cores,
+                      "waves": x.waves, "start_cycle": round(x.start, 3),
+                      "end_cycle": round(x.end, 3)} for x in result.launches],
     }
 
 
