@@ -4,9 +4,11 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tfa_sim.config import build_config, load_config
+from tfa_sim.numerics import exp_tfa
 
 #: The reference kernel's own data generator output for (HEAD 128, S0 128, S1 1024, TILE_S1 256), generated as the
 #: first case after seeding: raw little-endian arrays, each gzip-compressed (tests/data/README.md).
@@ -44,3 +46,14 @@ def reference_dir(tmp_path_factory) -> Path:
     for path in files:
         (out / path.name[:-3]).write_bytes(gzip.decompress(path.read_bytes()))
     return out
+
+
+def split_combine_by_hand(o_parts, maxes, sums, scale):
+    """flash-decoding's combine of one row, scalar float32, chunk 0 … N−1 (docs/numerics.md "Split-S1 combine")."""
+    big_m = max(float(m) for m in maxes)
+    acc_o, acc_l = np.zeros(o_parts[0].shape, np.float32), np.float32(0)
+    for o, m, l in zip(o_parts, maxes, sums):
+        f = exp_tfa(np.array([(m - np.float32(big_m)) * scale], np.float32))[0]
+        acc_o = (acc_o + f * o).astype(np.float32)
+        acc_l = np.float32(acc_l + f * l)
+    return acc_o / acc_l

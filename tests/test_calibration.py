@@ -52,16 +52,18 @@ def test_every_fitted_parameter_has_bounds_and_a_meaning():
 
 
 def test_linear_parameters_solve_exactly_when_the_model_allows():
-    """raw + blocks·dispatch + index·stagger: three single-wave points on 1, 2 and 4 cores of one board whose
-    times are exactly raw + 10 µs + (cores − 1)·2 µs give back dispatch 10 µs and stagger 2 µs."""
+    """raw + kernel_start + blocks·dispatch + index·stagger: three single-wave points (one block per core) on 1,
+    2 and 4 cores of one board whose times are exactly raw + 10 µs + (cores − 1)·2 µs give back a start plus
+    one dispatch of 10 µs (one block each: the two are not separable here) and a stagger of 2 µs."""
     base = [p for p in load_points() if p.preset == "910b1" and p.s1 == 1024]
     raw = np.array([30.0, 31.0, 33.0])
     points = [p.__class__(**{**p.__dict__, "time_us": r + 10 + (p.cores - 1) * 2}) for p, r in zip(base, raw)]
-    values, predicted = solve_linear(points, raw)
+    fit = solve_linear(points, raw)
     clock = preset("910b1").clock_mhz
-    assert values["910b1"]["overhead.block_dispatch"] == pytest.approx(10 * clock)
-    assert values["910b1"]["overhead.core_stagger"] == pytest.approx(2 * clock)
-    assert predicted == pytest.approx([p.time_us for p in points])
+    start = fit.boards["910b1"]["overhead.kernel_start"]
+    assert start + fit.shared["overhead.block_dispatch"] == pytest.approx(10 * clock)
+    assert fit.boards["910b1"]["overhead.core_stagger"] == pytest.approx(2 * clock)
+    assert fit.predicted == pytest.approx([p.time_us for p in points])
 
 
 def calibrate_cli(tmp_path, *args):

@@ -207,6 +207,14 @@ def make_blocks(config: Config, mask: Mask | None = None, cores: int = 1) -> lis
     return out
 
 
+def run_blocks(config: Config) -> list[Block]:
+    """The blocks a run of ``config`` executes: ``s1_split = "auto"`` decided by the cube cores it uses
+    (``hardware.cores``, 0 = all of the preset's)."""
+    from tfa_sim.hardware import load_hardware
+
+    return make_blocks(config, cores=load_hardware(config.hardware).cube_cores)
+
+
 def _refuse_empty_rows(mask: Mask, rows: Rows, s1: int) -> None:
     """A query row that sees no key has no softmax: refused before anything runs."""
     empty = np.flatnonzero(mask.empty_rows(rows, s1))

@@ -4,7 +4,9 @@ The engine's actions hand each finished piece of a tile to :class:`DumpRecorder`
 a tile is complete when all its rows arrived, and the instruction that completed
 it is its timeline event.  :func:`write_dumps` writes, under ``RUN/dumps/``:
 
-* ``block{b}_{name}{t}.npy`` and the same bytes raw as ``block{b}_{name}{t}.bin``;
+* ``block{b}_{name}{t}.npy`` and the same bytes raw as ``block{b}_{name}{t}.bin`` (a split-S1 run's
+  combine blocks are numbered after the first launch's; their ``combine_o`` is filed under the last
+  tile their chunks issue);
 * the reference generator's full-S0 files (``qk.bin``, ``p.bin``,
   ``pv_tile_fifo{t}.bin``, ``exp_max_part{t}.bin``, ``global_max_part{t}.bin``,
   ``global_sum_part{t}.bin``, ``o_part{t}.bin``, ``o.bin``) when every block and
@@ -20,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.blocks import make_blocks
+from tfa_sim.blocks import run_blocks
 from tfa_sim.config import Config, parse_span
 from tfa_sim.errors import InputError
 from tfa_sim.intermediates import (
     BY_NAME,
     INTERMEDIATES,
+    SPLIT_ONLY,
     block_index,
     block_shape,
     empty_full,
@@ -33,8 +36,15 @@ from tfa_sim.intermediates import (
     write_golden,
 )
 from tfa_sim.outputs import write_json
+from tfa_sim.stages.combine import CombineBlock, combine_blocks
 from tfa_sim.units import parse_unit
 from tfa_sim.workload import selected_tiles
+
+
+def dump_blocks(config: Config) -> list[Any]:
+    """Every block a run's dumps may come from: the first launch's, then (split-S1) the combine's."""
+    blocks = run_blocks(config)
+    return [*blocks, *combine_blocks(blocks)]
 
 
 def selection(config: Config) -> list[tuple[int, list[int]]]:
@@ -42,7 +52,7 @@ def selection(config: Config) -> list[tuple[int, list[int]]]:
     n = config.numerics
     b0, b1 = parse_span(n.dump_blocks, "numerics.dump_blocks") or (0, 1 << 30)
     t0, t1 = parse_span(n.dump_tiles, "numerics.dump_tiles") or (0, 1 << 30)
-    return [(b.index, [t for t in b.tile_ids if t0 <= t < t1]) for b in make_blocks(config) if b0 <= b.index < b1]
+    return [(b.index, [t for t in b.tile_ids if t0 <= t < t1]) for b in dump_blocks(config) if b0 <= b.index < b1]
 
 
 def full_dump(config: Config) -> bool:
@@ -88,6 +98,7 @@ class DumpRecorder:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.rows = {b.index: len(b.rows.pos) for b in dump_blocks(config)}
         self.wanted = {(b, t) for b, ts in selection(config) for t in ts}
         self.partial: dict[tuple[str, int, int], list[Any]] = {}
         self.done: list[Dump] = []
@@ -101,7 +112,7 @@ class DumpRecorder:
         item = BY_NAME[name]
         entry = self.partial.get(key)
         if entry is None:
-            entry = self.partial[key] = [np.empty(block_shape(item, self.config), item.dtype), 0]
+            entry = self.partial[key] = [np.empty(block_shape(item, self.config, self.rows[block]), item.dtype), 0]
         entry[0][row0:row0 + rows.shape[0]] = rows
         entry[1] += rows.shape[0]
         if entry[1] == entry[0].shape[0]:
@@ -140,14 +151,24 @@ def _reference_layout(tmp: Path, recorder: DumpRecorder, config: Config) -> list
     """Assemble the blocks' tiles into the full layout and write the reference generator's files.
 
     A tile a block does not issue holds the kernel's carry-over: the running max, sum and O of the block's
-    previous issued tile (if any), l1_exp_max 1, the others +0.
+    previous issued tile up to the end of its S1 chunk (if any), l1_exp_max 1, the others +0.  ``o.bin`` is
+    the combine's output in a split-S1 run, else the running O after the last tile.
     """
-    tensors = {item.name: empty_full(item, config) for item in INTERMEDIATES}
+    blocks = dump_blocks(config)
+    split = any(isinstance(b, CombineBlock) for b in blocks)
+    items = [item for item in INTERMEDIATES if split or item.name not in SPLIT_ONLY]
+    tensors = {item.name: empty_full(item, config) for item in items}
     by_key = {(d.name, d.block, d.tile): d.data for d in recorder.done}
-    for b in make_blocks(config):
-        for item in INTERMEDIATES:
+    for b in blocks:
+        if isinstance(b, CombineBlock):
+            tensors["combine_o"][block_index(BY_NAME["combine_o"], b, b.tile, config)] = by_key[
+                ("combine_o", b.index, b.tile)]
+            continue
+        for item in items:
+            if item.name in SPLIT_ONLY:
+                continue
             full, source = tensors[item.name], None
-            for tile in range(config.tiles):
+            for tile in range(b.tile_end):
                 if tile in b.tile_ids:
                     source = by_key[(item.name, b.index, tile)]
                 elif item.skipped is not None:
@@ -155,9 +176,10 @@ def _reference_layout(tmp: Path, recorder: DumpRecorder, config: Config) -> list
                 if source is not None:
                     full[block_index(item, b, tile, config)] = source
     entries = write_golden(tensors, tmp, config)
-    o = golden_array(BY_NAME["o_part"], tensors["o_part"], config.tiles - 1)
-    np.ascontiguousarray(o).tofile(tmp / "o.bin")
-    item = BY_NAME["o_part"]
-    entries.append({"file": "o.bin", "name": item.name, "stage": item.stage, "block": None, "tile": None,
-                    "sub": None, "dtype": o.dtype.name, "shape": list(o.shape), "slot": None, "event": None})
+    if not split:
+        o = golden_array(BY_NAME["o_part"], tensors["o_part"], config.tiles - 1)
+        np.ascontiguousarray(o).tofile(tmp / "o.bin")
+        item = BY_NAME["o_part"]
+        entries.append({"file": "o.bin", "name": item.name, "stage": item.stage, "block": None, "tile": None,
+                        "sub": None, "dtype": o.dtype.name, "shape": list(o.shape), "slot": None, "event": None})
     return entries

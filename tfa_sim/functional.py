@@ -114,6 +114,8 @@ def run_functional(backend: Backend, config: Config, inputs: Inputs, record: boo
         scale = F32(1.0) if c.softcap else softmax_scale(c.head)
         for cb in combine_blocks(blocks):
             index = (np.array(cb.chunks)[:, None], cb.rows.batch, cb.rows.heads[None, :], cb.rows.pos[None, :])
-            out[cb.rows.batch, cb.rows.heads, cb.rows.pos] = merge(backend, scale, parts.o[index], parts.m[index],
-                                                                   parts.l[index])
+            dest = (cb.rows.batch, cb.rows.heads, cb.rows.pos)
+            out[dest] = merge(backend, scale, parts.o[index], parts.m[index], parts.l[index])
+            if rec is not None:
+                rec["combine_o"][dest] = out[dest]
     return out, rec

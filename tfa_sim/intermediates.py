@@ -9,7 +9,9 @@ that a causal block does not issue contributes.
 
 The *full layout* of an intermediate over a run has leading ``[batch, heads]``
 axes and is ``[S0, S1]`` for scores, ``[T, S0]`` for row vectors and
-``[T, S0, HEAD]`` for head-wide tiles (T = S1/TILE_S1).  The functional model,
+``[T, S0, HEAD]`` for head-wide tiles (T = S1/TILE_S1) and ``[S0, HEAD]`` for the
+combine's output (split-S1 runs only; its dumps are filed under the last tile its
+chunks issue, after the running O in data-flow order).  The functional model,
 the kernel-ordered golden and assembled dumps all use it; the generator's
 file names and shapes are derived from it here, in one place.
 """
@@ -33,14 +35,14 @@ class Intermediate:
     golden: str  # the reference generator's file name (prefix for per-tile files)
     stage: str
     dtype: Any
-    layout: str  # "scores" (S0×S1), "rows" (per tile, S0), "head" (per tile, S0×HEAD)
+    layout: str  # "scores" (S0×S1), "rows" (per tile, S0), "head" (per tile, S0×HEAD), "out" (S0×HEAD)
     eps: float  # the comparison rule's eps for this tensor
     skipped: float | None  # value of a tile a causal block does not issue (None: the last issued tile's)
     aliases: tuple[str, ...] = ()
 
     @property
     def per_tile(self) -> bool:
-        return self.layout != "scores"
+        return self.layout in ("rows", "head")
 
 
 #: In data-flow order within a tile (the order ``tfa-sim check`` looks for the first divergence).
@@ -56,7 +58,10 @@ INTERMEDIATES = (
     Intermediate("pv_fifo", "pv_tile_fifo", "pv_tile_fifo", "compute_pv", np.float32, "head", EPS, 0.0, ("pv",)),
     Intermediate("o_part", "runningOTile", "o_part", "compute_gu", np.float32, "head", EPS, None,
                  ("o", "running_o")),
+    Intermediate("combine_o", "combine O", "o", "combine", np.float32, "out", EPS, None),
 )
+#: Produced only by split-S1 runs (the combine launch).
+SPLIT_ONLY = ("combine_o",)
 BY_NAME = {i.name: i for i in INTERMEDIATES}
 NAMES = tuple(BY_NAME)
 
@@ -69,8 +74,8 @@ def select(words: list[str] | None) -> set[str]:
     for word in words:
         hit = {i.name for i in INTERMEDIATES if word in (i.name, i.kernel, i.stage, *i.aliases)}
         if not hit:
-            raise InputError(f"--stage {word!r}: use a stage (compute_qk, compute_p, compute_pv, compute_gu) or an "
-                             f"intermediate ({', '.join(NAMES)})")
+            raise InputError(f"--stage {word!r}: use a stage (compute_qk, compute_p, compute_pv, compute_gu, "
+                             f"combine) or an intermediate ({', '.join(NAMES)})")
         out |= hit
     return out
 
@@ -79,14 +84,16 @@ def block_shape(item: Intermediate, config: Config, rows: int | None = None) -> 
     """Shape of one block's tile of ``item`` (what one dump file holds), for a block of ``rows`` rows."""
     t = config.tiling
     n = t.cube_s0 if rows is None else rows
-    return {"scores": (n, t.tile_s1), "rows": (n,), "head": (n, config.case.head)}[item.layout]
+    return {"scores": (n, t.tile_s1), "rows": (n,), "head": (n, config.case.head), "out": (n, config.case.head)}[
+        item.layout]
 
 
 def full_shape(item: Intermediate, config: Config) -> tuple[int, ...]:
     """Shape of ``item`` over the whole run in the full layout (module docstring)."""
     c = config.case
     lead = (c.batch, c.heads)
-    per = {"scores": (c.s0, c.s1), "rows": (config.tiles, c.s0), "head": (config.tiles, c.s0, c.head)}
+    per = {"scores": (c.s0, c.s1), "rows": (config.tiles, c.s0), "head": (config.tiles, c.s0, c.head),
+           "out": (c.s0, c.head)}
     return lead + per[item.layout]
 
 
@@ -102,6 +109,8 @@ def block_index(item: Intermediate, block: Any, t: int, config: Config) -> tuple
     if item.layout == "scores":
         cols = np.arange(t * s1, (t + 1) * s1)
         return rows.batch, rows.heads[:, None], rows.pos[:, None], cols[None, :]
+    if item.layout == "out":
+        return rows.batch, rows.heads, rows.pos
     return rows.batch, rows.heads, t, rows.pos
 
 
@@ -138,7 +147,7 @@ def read_golden(item: Intermediate, directory: Path, fname: str, config: Config)
     wrong with it (missing, wrong size)."""
     c = config.case
     lead = (c.batch, c.heads) if (c.batch, c.heads) != (1, 1) else ()
-    per = {"scores": (c.s0, c.s1), "rows": (c.s0,), "head": (c.s0, c.head)}[item.layout]
+    per = {"scores": (c.s0, c.s1), "rows": (c.s0,), "head": (c.s0, c.head), "out": (c.s0, c.head)}[item.layout]
     shape = lead + per
     path = directory / fname
     want = int(np.prod(shape)) * np.dtype(item.dtype).itemsize

@@ -53,9 +53,10 @@ def input_bytes(config: Config) -> int:
 
 
 def intermediate_bytes(config: Config) -> int:
-    """Every intermediate over the whole run in the full layout (scores fp32 and fp16, rows, head tiles)."""
+    """Every intermediate over the whole run in the full layout (scores fp32 and fp16, rows, head tiles, the
+    combine's O)."""
     c, tiles = config.case, config.tiles
-    per_head = c.s0 * c.s1 * (4 + 2) + tiles * c.s0 * 3 * 4 + tiles * c.s0 * c.head * 2 * 4
+    per_head = c.s0 * c.s1 * (4 + 2) + tiles * c.s0 * 3 * 4 + tiles * c.s0 * c.head * 2 * 4 + c.s0 * c.head * 4
     return c.batch * c.heads * per_head
 
 

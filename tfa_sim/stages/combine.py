@@ -25,7 +25,7 @@ import simpy
 
 from tfa_sim.blocks import Block, lane_split
 from tfa_sim.buffers.capacity import FP32
-from tfa_sim.buffers.data import Compute, Move, View
+from tfa_sim.buffers.data import Compute, Dump, Move, View
 from tfa_sim.buffers.pools import HazardError, PingPong
 from tfa_sim.costs import Costs
 from tfa_sim.engine.core import Core
@@ -40,11 +40,17 @@ STAGE = "combine"
 
 @dataclass(frozen=True)
 class CombineBlock:
-    """One row block of the combine: its rows and the chunks (in order) that wrote partials for them."""
+    """One row block of the combine: its rows, the chunks (in order) that wrote partials for them and
+    ``tile``, the last logical tile those chunks issue (its dump is filed under it)."""
 
     index: int
     rows: Rows
     chunks: tuple[int, ...]
+    tile: int
+
+    @property
+    def tile_ids(self) -> tuple[int, ...]:
+        return (self.tile,)
 
     @property
     def n_rows(self) -> int:
@@ -58,12 +64,14 @@ def combine_blocks(blocks: Sequence[Block]) -> list[CombineBlock]:
     """One combine block per row block that was split, numbered after the first launch's blocks."""
     chunks: dict[int, list[int]] = {}
     rows: dict[int, Rows] = {}
+    last: dict[int, int] = {}
     for b in blocks:
         if b.partial:
             chunks.setdefault(b.row_block, []).append(b.chunk)
             rows[b.row_block] = b.rows
+            last[b.row_block] = max(last.get(b.row_block, 0), b.tile_ids[-1])
     first = max((b.index for b in blocks), default=-1) + 1
-    return [CombineBlock(first + i, rows[r], tuple(sorted(chunks[r]))) for i, r in enumerate(sorted(chunks))]
+    return [CombineBlock(first + i, rows[r], tuple(sorted(chunks[r])), last[r]) for i, r in enumerate(sorted(chunks))]
 
 
 def merge(backend: Any, scale: np.float32, o: np.ndarray, m: np.ndarray, l: np.ndarray) -> np.ndarray:
@@ -110,10 +118,11 @@ class CombineRun:
         if k.numerics is not None:
             out = View(np.empty((rows, head), np.float32))
             parts, dest = self.gm_rows(row0, rows)
-            p = k.partials
+            p, recorder = k.partials, k.numerics.dumps
+            dump = () if recorder is None else (Dump(recorder, "combine_o", b.index, b.tile, row0, out),)
             op = (Compute(partial(merge, k.numerics.backend, k.scale), tuple(View(a, parts) for a in (p.o, p.m, p.l)),
                           (out,)),
-                  Move(out, View(k.numerics.out, dest)))
+                  Move(out, View(k.numerics.out, dest)), *dump)
         vec = yield self.instr(aiv.V, n, "VEC normalise", k.costs.combine_normalise(rows, head), waits=(prev,))
         yield self.instr(aiv.MTE3, n, "TSTORE O", GmMove(o_bytes, k.costs.move.ub_to_gm, None), waits=(vec,),
                          op=op, nbytes=o_bytes)
