@@ -11,7 +11,7 @@ from conftest import REFERENCE_CASES, split_combine_by_hand
 
 from tfa_sim.check import check_run
 from tfa_sim.config import load_config
-from tfa_sim.numerics import exp_tfa, softmax_scale
+from tfa_sim.numerics import bf16_from_npy, exp_tfa, input_dtype, softmax_scale
 from tfa_sim.runner import run
 
 
@@ -156,3 +156,16 @@ def test_split_run_against_a_gen_data_golden(tmp_path):
     # 4 row blocks × 2 chunks × 4 tiles: chunk 1's 6 non-QK dumps per tile are not in the generator's files
     assert report["not_in_golden"] == 4 * 4 * 6 and report["stages"]["combine_o"]["passed"], r.stdout
     assert "not compared" in r.stdout
+
+
+@pytest.mark.parametrize("overrides, rows", [
+    (("case.s0=1", "case.heads=8", "case.kv_heads=2", "schedule.gqa_pack=true"), 4),  # 4 packed heads × 1 row
+    (("case.s0=100", 'case.dtype="bf16"'), 100),                                    # one short bf16 block
+])
+def test_short_packed_and_bf16_blocks_dump_and_check(tmp_path, overrides, rows):
+    """Blocks shorter than CUBE_S0 dump their own rows; x_exp keeps the run's input dtype (bf16 bits, not fp16)."""
+    run_dir = dumped_run(tmp_path, "case.s1=2048", *overrides)
+    report = check_run(run_dir)
+    assert report["passed"] and report["dumps"] == 7 * 8 * (2 if rows == 4 else 1), report["first_divergence"]
+    p = bf16_from_npy(np.load(run_dir / "dumps" / "block0_p_fifo3.npy"))
+    assert p.shape == (rows, 256) and p.dtype == input_dtype("bf16" if rows == 100 else "fp16")

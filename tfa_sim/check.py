@@ -36,6 +36,7 @@ from tfa_sim.hardware import load_hardware
 from tfa_sim.inputs import Inputs, changed_inputs, generate_inputs, load_inputs
 from tfa_sim.intermediates import BY_NAME, NAMES, block_index, golden_files, read_golden, select
 from tfa_sim.memory import check_parts, require
+from tfa_sim.numerics import bf16_from_npy
 from tfa_sim.outputs import read_summary, write_json
 from tfa_sim.rundir import RunDir
 from tfa_sim.safety import is_name, load_npy, read_bytes, require_fields
@@ -172,7 +173,7 @@ def _check(run_dir: Path, golden: Path | None, eps: float, atol: float | None, r
             unsplit_only += 1
             continue
         path = run_dir / "dumps" / m["file"]
-        got = load_npy(read_bytes(path, "dump"), path, "dump")
+        got = bf16_from_npy(load_npy(read_bytes(path, "dump"), path, "dump"))
         exp = reference(m["name"], block, m["tile"])
         results.append(_compare_one(m, got, exp, block, bit_exact, eps, atol, rtol))
     if not results:

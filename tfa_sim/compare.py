@@ -78,14 +78,16 @@ def compare(got: np.ndarray, expected: np.ndarray, eps: float = EPS, atol: float
 
 
 def ulp_distance(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """Units in the last place between same-dtype fp16/fp32 arrays (0 = bit-identical; NaNs count as 0
+    """Units in the last place between same-dtype fp16/bf16/fp32 arrays (0 = bit-identical; NaNs count as 0
     when both are NaN)."""
-    bits = np.int16 if got.dtype == np.float16 else np.int32
+    bits = np.int16 if got.dtype.itemsize == 2 else np.int32
+
     def ordered(a: np.ndarray) -> np.ndarray:
         i = a.view(bits).astype(np.int64)
         return np.where(i < 0, np.iinfo(bits).min - i, i)  # monotone in the float value, ±0 adjacent
     d = np.abs(ordered(got) - ordered(expected.astype(got.dtype, copy=False)))
-    return np.where(np.isnan(got) & np.isnan(expected), 0, d)
+    nan = np.isnan(got.astype(np.float32)) & np.isnan(expected.astype(np.float32))
+    return np.where(nan, 0, d)
 
 
 ULP_BINS = ((0, 0), (1, 1), (2, 3), (4, 15), (16, 255), (256, None))

@@ -63,7 +63,7 @@ def estimate_bytes(config: Config) -> int:
     """Bytes the dumps will take (npy and raw copies, plus the full-S0 files when everything is dumped); in
     closed form, so that an absurd selection is refused at once."""
     n = config.numerics
-    per_tile = sum(int(np.prod(block_shape(item, config))) * np.dtype(item.dtype).itemsize
+    per_tile = sum(int(np.prod(block_shape(item, config))) * item.dtype_for(config).itemsize
                    for item in INTERMEDIATES)
     spans = [parse_span(n.dump_blocks, "numerics.dump_blocks"), parse_span(n.dump_tiles, "numerics.dump_tiles")]
     tiles = selected_tiles(config, *(span or (0, 1 << 62) for span in spans))
@@ -112,7 +112,8 @@ class DumpRecorder:
         item = BY_NAME[name]
         entry = self.partial.get(key)
         if entry is None:
-            entry = self.partial[key] = [np.empty(block_shape(item, self.config, self.rows[block]), item.dtype), 0]
+            shape = block_shape(item, self.config, self.rows[block])
+            entry = self.partial[key] = [np.empty(shape, item.dtype_for(self.config)), 0]
         entry[0][row0:row0 + rows.shape[0]] = rows
         entry[1] += rows.shape[0]
         if entry[1] == entry[0].shape[0]:
@@ -136,7 +137,7 @@ def write_dumps(tmp: Path, recorder: DumpRecorder, config: Config) -> int:
         written += 2 * d.data.nbytes
         for ext in ("npy", "bin"):
             manifest.append({"file": f"{base}.{ext}", "name": d.name, "stage": item.stage, "block": d.block,
-                             "tile": d.tile, "sub": None, "dtype": np.dtype(item.dtype).name,
+                             "tile": d.tile, "sub": None, "dtype": d.data.dtype.name,
                              "shape": list(d.data.shape),
                              "slot": d.slot, "event": d.event})
     if full_dump(config):

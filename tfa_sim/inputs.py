@@ -16,7 +16,7 @@ import numpy as np
 
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
-from tfa_sim.numerics import input_dtype, narrow
+from tfa_sim.numerics import bf16_from_npy, input_dtype, narrow
 from tfa_sim.safety import check_path, load_npy, read_bytes
 
 F16 = np.float16
@@ -92,8 +92,8 @@ def validate(inputs: Inputs, config: Config) -> Inputs:
 def _as_shape(a: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """A 2-D array for a run with batch = heads = 1 stands for [1, 1, rows, HEAD]; a bf16 run reads the
     2-byte void elements ``numpy.save`` writes for an ml_dtypes bfloat16 array as bf16."""
-    if dtype == "bf16" and a.dtype == np.dtype("V2"):
-        a = a.view(input_dtype(dtype))
+    if dtype == "bf16":
+        a = bf16_from_npy(a)
     if a.ndim == 2 and shape[0] == shape[1] == 1 and a.shape == shape[2:]:
         return a.reshape(shape)
     return a

@@ -26,6 +26,10 @@ import numpy as np
 from tfa_sim.compare import EPS, EPS_EXP_MAX
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
+from tfa_sim.numerics import input_dtype
+
+#: The dtype of x_exp (P): the input dtype, as the PV matmul takes it.
+INPUT = "input"
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,15 @@ class Intermediate:
     kernel: str  # the kernel's name
     golden: str  # the reference generator's file name (prefix for per-tile files)
     stage: str
-    dtype: Any
+    dtype: Any  # numpy dtype, or INPUT: the run's Q/K/V dtype (fp16 or bf16; case.dtype)
     layout: str  # "scores" (S0×S1), "rows" (per tile, S0), "head" (per tile, S0×HEAD), "out" (S0×HEAD)
     eps: float  # the comparison rule's eps for this tensor
     skipped: float | None  # value of a tile a causal block does not issue (None: the last issued tile's)
     aliases: tuple[str, ...] = ()
+
+    def dtype_for(self, config: Config) -> np.dtype:
+        """The tensor's dtype in a run of ``config``."""
+        return input_dtype(config.case.dtype) if self.dtype == INPUT else np.dtype(self.dtype)
 
     @property
     def per_tile(self) -> bool:
@@ -48,7 +56,7 @@ class Intermediate:
 #: In data-flow order within a tile (the order ``tfa-sim check`` looks for the first divergence).
 INTERMEDIATES = (
     Intermediate("qk_fifo", "qk_tile_fifo", "qk", "compute_qk", np.float32, "scores", EPS, 0.0, ("qk",)),
-    Intermediate("p_fifo", "x_exp", "p", "compute_p", np.float16, "scores", EPS, 0.0, ("x_exp", "p")),
+    Intermediate("p_fifo", "x_exp", "p", "compute_p", INPUT, "scores", EPS, 0.0, ("x_exp", "p")),
     Intermediate("exp_max", "l1_exp_max", "exp_max_part", "compute_p", np.float32, "rows", EPS_EXP_MAX, 1.0,
                  ("l1_exp_max",)),
     Intermediate("global_max", "m2_global_max", "global_max_part", "compute_p", np.float32, "rows", EPS, None,
@@ -99,7 +107,7 @@ def full_shape(item: Intermediate, config: Config) -> tuple[int, ...]:
 
 def empty_full(item: Intermediate, config: Config) -> np.ndarray:
     """A full-layout array holding the value of never-issued tiles (0, or 1 for l1_exp_max)."""
-    return np.full(full_shape(item, config), item.skipped or 0.0, item.dtype)
+    return np.full(full_shape(item, config), item.skipped or 0.0, item.dtype_for(config))
 
 
 def block_index(item: Intermediate, block: Any, t: int, config: Config) -> tuple[Any, ...]:
@@ -150,11 +158,12 @@ def read_golden(item: Intermediate, directory: Path, fname: str, config: Config)
     per = {"scores": (c.s0, c.s1), "rows": (c.s0,), "head": (c.s0, c.head), "out": (c.s0, c.head)}[item.layout]
     shape = lead + per
     path = directory / fname
-    want = int(np.prod(shape)) * np.dtype(item.dtype).itemsize
+    dtype = item.dtype_for(config)
+    want = int(np.prod(shape)) * dtype.itemsize
     if not path.is_file():
         return f"golden file {fname} missing"
     if path.stat().st_size != want:
         return (f"golden {fname} has {path.stat().st_size} bytes, expected {want} "
-                f"({np.dtype(item.dtype).name} {shape}): shape or dtype mismatch")
-    a = np.fromfile(path, dtype=item.dtype).reshape(shape)
+                f"({dtype.name} {shape}): shape or dtype mismatch")
+    a = np.fromfile(path, dtype=dtype).reshape(shape)
     return a if lead else a.reshape((1, 1) + shape)

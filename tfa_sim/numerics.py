@@ -44,6 +44,12 @@ def input_dtype(name: str) -> np.dtype:
     """``case.dtype`` ("fp16" or "bf16") as a numpy dtype."""
     return {"fp16": np.dtype(F16), "bf16": BF16}[name]
 
+
+def bf16_from_npy(a: np.ndarray) -> np.ndarray:
+    """``numpy.save`` writes an ml_dtypes bfloat16 array as 2-byte void elements: read those back as bf16."""
+    return a.view(BF16) if a.dtype == np.dtype("V2") else a
+
+
 #: Value the kernel adds to masked scores (above the causal diagonal) before the row max.
 MASK_VALUE = F32(-3.40282e38)
 
