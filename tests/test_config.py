@@ -43,7 +43,7 @@ def test_set_override_and_yaml(tmp_path):
     ({"case": {"causal": 1}}, "case.causal = 1 must be true or false"),
     ({"numerics": {"backend": "cuda"}}, "numerics.backend = 'cuda' is not one of numpy, native"),
     ({"case": {"window": 64}}, "set case.causal = true"),
-    ({"case": {"causal": True, "window": -1}}, "case.window=-1 must be ≥ 0"),
+    ({"case": {"causal": True, "window": -1}}, "case.window = -1 must be ≥ 1"),
     ({"case": {"softcap": -1.0}}, "case.softcap=-1.0 must be a finite number ≥ 0"),
     ({"case": {"softcap": float("nan")}}, "case.softcap = nan must be a finite number"),
     ({"case": {"mask": "m.npy", "causal": True}}, "either --mask FILE or case.causal"),

@@ -278,13 +278,12 @@ def test_bad_masks_exit_2_with_one_line(tmp_path, make, needle):
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("setting,needle", [("case.window=0", None), ("case.window=-5", "must be ≥ 0"),
+@pytest.mark.parametrize("setting,needle", [("case.window=0", "case.window = 0 must be ≥ 1"),
+                                            ("case.window=-5", "case.window = -5 must be ≥ 1"),
                                             ("case.softcap=-1.0", "must be a finite number ≥ 0")])
 def test_bad_values_exit_2(tmp_path, setting, needle):
+    """No window is the key left out; a given window must be ≥ 1."""
     r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--set", "case.causal=true", "--set", setting,
                         "--no-numerics", "--no-event-log", "--out", str(tmp_path / "r")], capture_output=True,
                        text=True)
-    if needle is None:  # window 0 is "no window": legal
-        assert r.returncode == 0, r.stderr
-        return
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -44,7 +44,8 @@ class CaseConfig:
     batch: int = 1
     heads: int = 1
     kv_heads: int = 1  # GQA: query head h reads K/V head h // (heads // kv_heads)
-    window: int = 0  # > 0: the causal local window, key j visible to query i when i − W < j ≤ i (needs causal)
+    window: int | None = None  # W ≥ 1: the causal local window, key j visible to query i when i − W < j ≤ i
+    # (needs causal); absent (None): no window
     softcap: float = 0.0  # > 0: scores become c·tanh(s·x/c) before the row max (docs/numerics.md)
     mask: str = ""  # a .npy boolean mask file (True = masked), S0×S1 or [batch, heads, S0, S1] (--mask)
     dtype: str = "fp16"  # Q, K, V and P: fp16 or bf16
@@ -164,7 +165,10 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("numerics", "seed"): (0, 2 ** 32 - 1, True),  # numpy.random.seed's range
     ("numerics", "dump_limit_gib"): (0, None, False),
     ("numerics", "mem_limit_gib"): (0, None, True),  # 0: the default, a share of the memory available
+    ("case", "window"): (1, None, True),  # leave the key out for no window
 }
+#: Settings whose default None means "absent" (a given value must be set), with an example value of their type.
+OPTIONAL = {("case", "window"): 1024}
 #: No integer setting is larger (shapes this large are refused by the work limit anyway); keeps every
 #: message and numpy conversion of a value exact.
 MAX_INT = 2 ** 62
@@ -199,6 +203,10 @@ def _check_string(where: str, value: str, key: tuple[str, str]) -> None:
 
 def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
     where = f"{section}.{key}"
+    if (section, key) in OPTIONAL:
+        if value is None:  # absent (a summary.json or YAML null)
+            return value
+        default = OPTIONAL[section, key]
     if (section, key) in AUTO:
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):
             raise InputError(f"config error: {where} = {value!r} must be an integer or \"auto\"")

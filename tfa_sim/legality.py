@@ -37,7 +37,7 @@ def _fix(key: str, n: int, target: int, step: int, other: str, multiple: int) ->
 def _check_variants(config: Config) -> None:
     """The kernel variants: window, softcap, mask file, split-S1 (docs/kernel.md, "Variants")."""
     c = config.case
-    _require(c.window == 0 or c.causal, f"case.window={c.window} is the causal local window (i − W < j ≤ i); "
+    _require(c.window is None or c.causal, f"case.window={c.window} is the causal local window (i − W < j ≤ i); "
              f"set case.causal = true with it")
     _require(math.isfinite(c.softcap) and c.softcap >= 0, f"case.softcap={c.softcap} must be a finite number ≥ 0 "
              f"(0 = off; Gemma uses 50 for attention)")
@@ -50,8 +50,8 @@ def _require(ok: bool, message: str) -> None:
         raise InputError(f"illegal config: {message}")
 
 
-#: Integer keys where 0 is legal: qk_preload 0 is tfa-sim's no-preload schedule, window 0 is no window.
-ZERO_OK = ("qk_preload", "window")
+#: Integer keys where 0 is legal: qk_preload 0 is tfa-sim's no-preload schedule.
+ZERO_OK = ("qk_preload",)
 
 
 def check_legal(config: Config) -> None:
