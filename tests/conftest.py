@@ -57,3 +57,14 @@ def split_combine_by_hand(o_parts, maxes, sums, scale):
         acc_o = (acc_o + f * o).astype(np.float32)
         acc_l = np.float32(acc_l + f * l)
     return acc_o / acc_l
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> Path:
+    """A small run with numerics, dumps and the event log (read only: copy it to damage it)."""
+    from tfa_sim import cli
+
+    out = tmp_path_factory.mktemp("small") / "run"
+    assert cli.main(["run", "--set", "case.s0=256", "--set", "case.s1=512", "--intermediate-check", "--out",
+                     str(out)]) == 0
+    return out

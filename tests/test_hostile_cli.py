@@ -191,14 +191,6 @@ def test_case_and_gen_data_names_cannot_reach_files_outside_the_shipped_configs(
 
 # --- options of check, timeline and plan ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def small_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("small") / "run"
-    r = tfa("run", "--set", "case.s0=256", "--set", "case.s1=512", "--intermediate-check", "--out", str(out))
-    assert r.code == 0, r.err
-    return out
-
-
 @pytest.mark.parametrize("argv, needles", [
     (["check", "{run}", "--eps", "nan"], ["--eps"]),
     (["check", "{run}", "--eps", "-1"], ["--eps"]),

@@ -13,19 +13,10 @@ import pytest
 from test_hostile_cli import assert_refused, tfa, tfa_subprocess
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    """A small run with numerics, dumps and the event log."""
-    out = tmp_path_factory.mktemp("pristine") / "run"
-    r = tfa("run", "--set", "case.s0=256", "--set", "case.s1=512", "--intermediate-check", "--out", str(out))
-    assert r.code == 0, r.err
-    return out
-
-
 @pytest.fixture
-def run_dir(pristine, tmp_path) -> Path:
-    """A private copy of the pristine run to damage."""
-    return Path(shutil.copytree(pristine, tmp_path / "run", symlinks=True))
+def run_dir(small_run, tmp_path) -> Path:
+    """A private copy of the small run to damage."""
+    return Path(shutil.copytree(small_run, tmp_path / "run", symlinks=True))
 
 
 def edit_json(path: Path, change) -> None:
