@@ -16,8 +16,10 @@ work alike.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -194,11 +196,22 @@ def make_blocks(config: Config, mask: Mask | None = None, cores: int = 1) -> lis
     mask = mask or config_mask(config)
     chunks = split_count(config, cores)
     out: list[Block] = []
+    cache: dict[Hashable, Any] = {}
+
+    def once(key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A positional mask treats rows by query position only: blocks with equal positions share results."""
+        if mask.kind == "array":
+            return compute()
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
     for r, rows in enumerate(row_groups(config)):
-        _refuse_empty_rows(mask, rows, config.case.s1)
+        pos = rows.pos.tobytes()
+        once(pos, partial(_refuse_empty_rows, mask, rows, config.case.s1))
         kv = int(rows.heads[0]) // group
         for n, span in enumerate(chunk_ranges(config.tiles, chunks)):
-            ids, active = _tiles_of(rows, mask, config, span)
+            ids, active = once((pos, span), partial(_tiles_of, rows, mask, config, span))
             if not ids:
                 continue
             key = (ids, len(rows.pos), chunks > 1) if mask.kind == "none" else None
