@@ -118,11 +118,18 @@ def test_split_runs_a_second_launch_on_the_vector_cores():
         e.kind for e in events}
 
 
-def test_auto_split_fills_the_cores():
-    cfg = config(case={"s0": 1, "s1": 131072, "heads": 32, "kv_heads": 8}, schedule={"s1_split": "auto",
-                                                                                     "gqa_pack": True})
+@pytest.mark.parametrize("s1, pack, chunks", [
+    (131072, True, 3),    # 8 packed row blocks × 3 = one full wave of 171-tile chunks
+    (131072, False, 3),   # 32 row blocks: 4 waves × (171 + 48) tiles = 875 < 2 waves × (512 + 48) = 1120 (N = 1)
+    (4096, False, 1),     # 16 tiles: 2 waves × (16 + 48) = 128 < 4 waves × (6 + 48) = 216 (N = 3)
+])
+def test_auto_split_picks_the_shortest_critical_core(s1, pack, chunks):
+    """910b2, 24 cores, a block dispatch worth 24476 / 512 ≈ 48 tiles (a tile's K and V: 128 KiB at 256 B/cycle)."""
+    cfg = config(case={"s0": 1, "s1": s1, "heads": 32, "kv_heads": 8}, schedule={"s1_split": "auto",
+                                                                                 "gqa_pack": pack})
+    assert load_hardware(cfg.hardware).overhead.block_dispatch == pytest.approx(24476, abs=1)
     blocks = make_blocks(cfg, cores=24)
-    assert len(blocks) == 24 and {b.chunks for b in blocks} == {3}
+    assert {b.chunks for b in blocks} == {chunks} and len(blocks) == (8 if pack else 32) * chunks
 
 
 def test_short_blocks_split_rows_over_the_two_vector_cores():

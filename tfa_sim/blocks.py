@@ -25,6 +25,7 @@ import numpy as np
 
 from tfa_sim.config import Config
 from tfa_sim.errors import InputError
+from tfa_sim.hardware import load_hardware
 from tfa_sim.masks import Causal, Mask, Rows, Window, load_mask
 
 
@@ -154,12 +155,23 @@ def row_groups(config: Config) -> list[Rows]:
 
 def split_count(config: Config, cores: int) -> int:
     """``schedule.s1_split`` as the number of chunks run: a chunk holds at least one logical tile, so N is at
-    most S1/TILE_S1 (a larger N runs one chunk per tile; the summary reports the N run); "auto" is the
-    fewest chunks that give every core a block (row blocks × N ≥ cores)."""
-    split = config.schedule.s1_split
+    most S1/TILE_S1 (a larger N runs one chunk per tile; the summary reports the N run).
+
+    "auto" is the N (1 … cores) with the shortest critical core in a closed-form estimate — waves
+    ⌈R·N/cores⌉ times (chunk tiles ⌈T/N⌉ + the block dispatch in tiles) for R row blocks of T tiles, a tile
+    costing its K and V through the core's GM port (decode blocks stream K/V) — the smallest N on a tie."""
+    split, tiles = config.schedule.s1_split, config.tiles
     if split == "auto":
-        split = -(-cores // len(row_groups(config)))
-    return max(1, min(config.tiles, int(split)))
+        hw = load_hardware(config.hardware)
+        tile_cycles = 2 * config.tiling.tile_s1 * config.case.head * 2 / hw.move.gm_to_l1
+        dispatch = hw.overhead.block_dispatch / tile_cycles
+        rows = len(row_groups(config))
+
+        def critical(n: int) -> float:
+            return -(-rows * n // cores) * (-(-tiles // n) + dispatch)
+
+        split = min(range(1, min(cores, tiles) + 1), key=lambda n: (critical(n), n))
+    return max(1, min(tiles, int(split)))
 
 
 def chunk_ranges(tiles: int, chunks: int) -> list[tuple[int, int]]:
@@ -223,8 +235,6 @@ def make_blocks(config: Config, mask: Mask | None = None, cores: int = 1) -> lis
 def run_blocks(config: Config) -> list[Block]:
     """The blocks a run of ``config`` executes: ``s1_split = "auto"`` decided by the cube cores it uses
     (``hardware.cores``, 0 = all of the preset's)."""
-    from tfa_sim.hardware import load_hardware
-
     return make_blocks(config, cores=load_hardware(config.hardware).cube_cores)
 
 
