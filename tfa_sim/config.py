@@ -102,6 +102,7 @@ class NumericsConfig:
     backend: str = "native"  # numpy | native
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed
+    blas_threads: int = 1  # BLAS threads for the numerics' matmuls (tfa_sim.blas: small matmuls run best on one)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("numerics", "seed"): (0, 2 ** 32 - 1, True),  # numpy.random.seed's range
     ("numerics", "dump_limit_gib"): (0, None, False),
     ("numerics", "mem_limit_gib"): (0, None, True),  # 0: the default, a share of the memory available
+    ("numerics", "blas_threads"): (1, 1024, True),
 }
 #: No integer setting is larger (shapes this large are refused by the work limit anyway); keeps every
 #: message and numpy conversion of a value exact.
