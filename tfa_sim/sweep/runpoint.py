@@ -1,7 +1,8 @@
 """One sweep point in a worker: config → legality → constraints → simulation → a results row.
 
-Importing this module loads the whole simulator; the local executor imports
-it in the parent before forking its workers so that they start warm.
+Importing this module loads the whole simulator, legality included (which
+``build_config`` would import only at the first point); the local executor
+imports it in the parent before forking its workers so that they start warm.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tfa_sim.engine.report import timing_summary
 from tfa_sim.errors import InputError, ScheduleError
 from tfa_sim.hardware import load_hardware
 from tfa_sim.inputs import generate_inputs
+from tfa_sim.legality import check_legal  # noqa: F401 — loaded before the fork (see above)
 from tfa_sim.simulation import simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.sweep.constraints import failed_constraint
