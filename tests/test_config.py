@@ -68,6 +68,8 @@ def test_set_override_and_yaml(tmp_path):
     ({"case": {"heads": 2**61 - 1, "kv_heads": 3}}, "use kv_heads=1"),  # a prime: the suggestion stays bounded
     ({"hardware": {"preset": "910c9"}}, "hardware.preset '910c9' unknown"),
     ({"hardware": {"cores": 99}}, "hardware.cores=99"),
+    ({"numerics": {"blas_threads": 0}}, "numerics.blas_threads = 0 must be in 1…1024"),
+    ({"numerics": {"blas_threads": 1.5}}, "numerics.blas_threads = 1.5 must be an integer"),
 ])
 def test_bad_configs_are_rejected_with_the_rule(data, needle):
     with pytest.raises(InputError) as err:

@@ -100,3 +100,51 @@ def test_failed_golden_comparison_exits_1(tmp_path, monkeypatch):
     failing = Comparison(False, 1, 1, 0, 0, 1.0, 1.0, 0)
     monkeypatch.setattr("tfa_sim.runner.compare", lambda *a, **k: failing)
     assert cli.main(["run", "--out", str(tmp_path / "f")]) == 1
+
+
+def _blas_threads() -> set[int]:
+    from threadpoolctl import threadpool_info
+
+    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+def _recording(fn, name, seen):
+    """``fn``, noting its name and the BLAS thread counts in force each time it is called."""
+    def wrapper(*args, **kwargs):
+        seen.append((name, _blas_threads()))
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_numerics_run_with_the_configured_blas_threads(monkeypatch, threads):
+    """Simulation, functional model and goldens see numerics.blas_threads; the caller's setting comes back."""
+    from tfa_sim import functional, golden, runner
+
+    before, seen = _blas_threads(), []
+    for module, name in ((runner, "simulate"), (runner, "kernel_golden"), (runner, "reference_attention"),
+                         (functional, "run_block"), (golden, "_golden_head")):
+        monkeypatch.setattr(module, name, _recording(getattr(module, name), name, seen))
+    config = load_config(overrides=["case.s1=512", f"numerics.blas_threads={threads}", "numerics.backend=\"numpy\""])
+    runner.compute(config, event_log=False)
+    functional.run_functional(runner.get_backend("numpy"), config, generate_inputs(config))
+    golden.kernel_golden(generate_inputs(config), config)
+    assert {n for n, _ in seen} == {"simulate", "kernel_golden", "reference_attention", "run_block", "_golden_head"}
+    assert all(t == {threads} for _, t in seen), seen
+    assert _blas_threads() == before
+
+
+LEAN = "import sys; from tfa_sim.cli import main; main(sys.argv[1:])"
+
+
+@pytest.mark.parametrize("argv, absent", [
+    (["--help"], ("numpy", "networkx", "matplotlib", "threadpoolctl")),
+    (["run", "--no-event-log", "--out", "r"], ("networkx", "matplotlib")),
+    (["run", "--no-numerics", "--no-event-log", "--out", "r"], ("networkx", "matplotlib", "threadpoolctl")),
+])
+def test_commands_import_only_what_they_use(tmp_path, argv, absent):
+    """--help loads no numpy; a run without the event log draws no timeline and builds no task graph."""
+    code = f"import atexit; atexit.register(lambda: print(sorted(set(sys.modules) & {set(absent)!r}))); {LEAN}"
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout[-300:]

@@ -15,9 +15,10 @@ import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:  # imported where used: a run without the event log never builds the graph
+    import networkx as nx
 
 from tfa_sim.engine.chip import DISPATCH
 from tfa_sim.units import parse_unit, pipe_kind, without_lane
@@ -36,6 +37,8 @@ def task_graph(events: list, overhead: Mapping[str, float], launches: Sequence[i
     the preset's [overhead] table (runs written before ``kernel_start`` existed have none: 0); ``launches``
     the first block index of each launch after the first.
     """
+    import networkx as nx
+
     stagger, dispatch = overhead["core_stagger"], overhead["block_dispatch"]
     start = overhead.get("kernel_start", 0.0)
     g = nx.DiGraph()
@@ -69,6 +72,8 @@ def task_graph(events: list, overhead: Mapping[str, float], launches: Sequence[i
 
 def longest_path(g: nx.DiGraph) -> tuple[float, list]:
     """(length, nodes) of the longest SOURCE→SINK path; a node costs its duration, an edge its latency."""
+    import networkx as nx
+
     dist: dict[Any, float] = {}
     back: dict[Any, Any] = {}
     for v in nx.topological_sort(g):
@@ -136,6 +141,8 @@ def plan(events: list, overhead: Mapping[str, float], units: dict[str, int] | No
     """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
     otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.
     Ready tasks go to free servers by longest remaining path first.  Returns (id, start, end)."""
+    import networkx as nx
+
     g = task_graph(events, overhead, launches)
     order = list(nx.topological_sort(g))
     tail: dict[Any, float] = {}

@@ -103,6 +103,7 @@ class NumericsConfig:
     backend: str = "native"  # numpy | native
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed
+    blas_threads: int = 1  # BLAS threads for the numerics' matmuls (tfa_sim.blas: small matmuls run best on one)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("numerics", "dump_limit_gib"): (0, None, False),
     ("numerics", "mem_limit_gib"): (0, None, True),  # 0: the default, a share of the memory available
     ("case", "window"): (1, None, True),  # leave the key out for no window
+    ("numerics", "blas_threads"): (1, 1024, True),
 }
 #: Settings whose default None means "absent" (a given value must be set), with an example value of their type.
 OPTIONAL = {("case", "window"): 1024}

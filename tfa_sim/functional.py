@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tfa_sim.backends import Backend
+from tfa_sim.blas import blas_threads
 from tfa_sim.blocks import Block, make_blocks
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
@@ -96,26 +97,27 @@ def run_functional(backend: Backend, config: Config, inputs: Inputs, record: boo
                    cores: int = 1) -> tuple[np.ndarray, Intermediates | None]:
     """O [batch, heads, S0, HEAD] fp32 and, with ``record``, every intermediate; ``cores`` decides
     ``s1_split = "auto"`` as the run did."""
-    c = config.case
-    out = np.empty((c.batch, c.heads, c.s0, c.head), F32)
-    rec = empty_intermediates(config) if record else None
-    blocks = make_blocks(config, cores=cores)
-    chunks = max(b.chunks for b in blocks)
-    parts = Partials.empty(chunks, c.batch, c.heads, c.s0, c.head) if chunks > 1 else None
-    for block in blocks:
-        rows = block.rows
-        result = run_block(backend, config, block, inputs, rec)
-        if parts is None:
-            out[rows.batch, rows.heads, rows.pos] = result.o
-        else:
-            for a, value in zip((parts.o, parts.m, parts.l), result):
-                a[block.chunk, rows.batch, rows.heads, rows.pos] = value
-    if parts is not None:
-        scale = F32(1.0) if c.softcap else softmax_scale(c.head)
-        for cb in combine_blocks(blocks):
-            index = (np.array(cb.chunks)[:, None], cb.rows.batch, cb.rows.heads[None, :], cb.rows.pos[None, :])
-            dest = (cb.rows.batch, cb.rows.heads, cb.rows.pos)
-            out[dest] = merge(backend, scale, parts.o[index], parts.m[index], parts.l[index])
-            if rec is not None:
-                rec["combine_o"][dest] = out[dest]
-    return out, rec
+    with blas_threads(config.numerics.blas_threads):
+        c = config.case
+        out = np.empty((c.batch, c.heads, c.s0, c.head), F32)
+        rec = empty_intermediates(config) if record else None
+        blocks = make_blocks(config, cores=cores)
+        chunks = max(b.chunks for b in blocks)
+        parts = Partials.empty(chunks, c.batch, c.heads, c.s0, c.head) if chunks > 1 else None
+        for block in blocks:
+            rows = block.rows
+            result = run_block(backend, config, block, inputs, rec)
+            if parts is None:
+                out[rows.batch, rows.heads, rows.pos] = result.o
+            else:
+                for a, value in zip((parts.o, parts.m, parts.l), result):
+                    a[block.chunk, rows.batch, rows.heads, rows.pos] = value
+        if parts is not None:
+            scale = F32(1.0) if c.softcap else softmax_scale(c.head)
+            for cb in combine_blocks(blocks):
+                index = (np.array(cb.chunks)[:, None], cb.rows.batch, cb.rows.heads[None, :], cb.rows.pos[None, :])
+                dest = (cb.rows.batch, cb.rows.heads, cb.rows.pos)
+                out[dest] = merge(backend, scale, parts.o[index], parts.m[index], parts.l[index])
+                if rec is not None:
+                    rec["combine_o"][dest] = out[dest]
+        return out, rec

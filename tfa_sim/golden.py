@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tfa_sim.blas import blas_threads
 from tfa_sim.blocks import config_mask
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
@@ -48,22 +49,23 @@ def _heads(config: Config):
 
 def reference_attention(inputs: Inputs, config: Config) -> np.ndarray:
     """softmax(cap(Q·Kᵀ/sqrt(HEAD)) + mask)·V in float64, [batch, heads, S0, HEAD], in row blocks."""
-    c = config.case
-    mask = config_mask(config)
-    out = np.empty((c.batch, c.heads, c.s0, c.head), np.float64)
-    step = max(1, REFERENCE_CHUNK // c.s1)
-    for b, h, kv in _heads(config):
-        k = inputs.k[b, kv].astype(np.float64)
-        v = inputs.v[b, kv].astype(np.float64)
-        for r0 in range(0, c.s0, step):
-            q = inputs.q[b, h, r0:r0 + step].astype(np.float64)
-            s = _capped(q @ k.T / np.sqrt(c.head), c.softcap)
-            hidden = _hidden(mask, b, h, r0, q.shape[0], 0, c.s1)
-            if hidden is not None:
-                s = np.where(hidden, -np.inf, s)
-            e = np.exp(s - s.max(axis=-1, keepdims=True))
-            out[b, h, r0:r0 + q.shape[0]] = (e / e.sum(axis=-1, keepdims=True)) @ v
-    return out
+    with blas_threads(config.numerics.blas_threads):
+        c = config.case
+        mask = config_mask(config)
+        out = np.empty((c.batch, c.heads, c.s0, c.head), np.float64)
+        step = max(1, REFERENCE_CHUNK // c.s1)
+        for b, h, kv in _heads(config):
+            k = inputs.k[b, kv].astype(np.float64)
+            v = inputs.v[b, kv].astype(np.float64)
+            for r0 in range(0, c.s0, step):
+                q = inputs.q[b, h, r0:r0 + step].astype(np.float64)
+                s = _capped(q @ k.T / np.sqrt(c.head), c.softcap)
+                hidden = _hidden(mask, b, h, r0, q.shape[0], 0, c.s1)
+                if hidden is not None:
+                    s = np.where(hidden, -np.inf, s)
+                e = np.exp(s - s.max(axis=-1, keepdims=True))
+                out[b, h, r0:r0 + q.shape[0]] = (e / e.sum(axis=-1, keepdims=True)) @ v
+        return out
 
 
 class KernelGolden:
@@ -85,17 +87,18 @@ class KernelGolden:
 
 def kernel_golden(inputs: Inputs, config: Config, record: bool = False) -> KernelGolden:
     """Tile-wise recurrence over all S1/TILE_S1 tiles, full S0 of each head at once, as the generator does."""
-    c = config.case
-    o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
-    tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
-    p_fp32 = np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None
-    mask = config_mask(config)
-    for b, h, kv in _heads(config):
-        o[b, h] = _golden_head(inputs.q[b, h], inputs.k[b, kv], inputs.v[b, kv], config,
-                               partial(_hidden, mask, b, h, 0, c.s0),
-                               None if tensors is None else {n: a[b, h] for n, a in tensors.items()},
-                               None if p_fp32 is None else p_fp32[b, h])
-    return KernelGolden(o, tensors, p_fp32)
+    with blas_threads(config.numerics.blas_threads):
+        c = config.case
+        o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
+        tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
+        p_fp32 = np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None
+        mask = config_mask(config)
+        for b, h, kv in _heads(config):
+            o[b, h] = _golden_head(inputs.q[b, h], inputs.k[b, kv], inputs.v[b, kv], config,
+                                   partial(_hidden, mask, b, h, 0, c.s0),
+                                   None if tensors is None else {n: a[b, h] for n, a in tensors.items()},
+                                   None if p_fp32 is None else p_fp32[b, h])
+        return KernelGolden(o, tensors, p_fp32)
 
 
 def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Config,

@@ -20,11 +20,12 @@ import re
 import reprlib
 import stat
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tfa_sim.errors import InputError
+
+if TYPE_CHECKING:  # numpy is imported by load_npy: the command line (and --help) loads this module without it
+    import numpy as np
 
 NAME_RULE = "1-100 characters of A-Z a-z 0-9 _ . -, not starting with a dot"
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -104,6 +105,8 @@ def decode_text(data: bytes, path: str | os.PathLike, what: str) -> str:
 
 def load_npy(data: bytes, path: str | os.PathLike, what: str) -> np.ndarray:
     """A read-only array over the bytes of a ``.npy`` file whose header matches its size; no pickles."""
+    import numpy as np
+
     fh = io.BytesIO(data)
     fmt = np.lib.format
     try:

@@ -10,9 +10,10 @@ is set).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def _edges(core: Any, graph: nx.DiGraph, lines: list[str]) -> None:
@@ -40,7 +41,10 @@ def _edges(core: Any, graph: nx.DiGraph, lines: list[str]) -> None:
 
 
 def deadlock_report(now: float, stuck_cores: list[Any]) -> str:
-    """One paragraph: the blocked pipes and issue streams, their waits, and the cycle or dead end."""
+    """One paragraph: the blocked pipes and issue streams, their waits, and the cycle or dead end.  networkx is
+    imported here, not with the module: only a deadlocked run needs it, and every run imports the engine."""
+    import networkx as nx
+
     graph = nx.DiGraph()
     lines: list[str] = []
     for core in stuck_cores:

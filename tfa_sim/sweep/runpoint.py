@@ -1,21 +1,25 @@
 """One sweep point in a worker: config → legality → constraints → simulation → a results row.
 
-Importing this module loads the whole simulator; the local executor imports
-it in the parent before forking its workers so that they start warm.
+Importing this module loads the whole simulator, legality included (which
+``build_config`` would import only at the first point); the local executor
+imports it in the parent before forking its workers so that they start warm.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
 from tfa_sim.backends import get_backend
+from tfa_sim.blas import blas_threads
 from tfa_sim.buffers.capacity import buffer_use
 from tfa_sim.config import Config, build_config
 from tfa_sim.engine.report import timing_summary
 from tfa_sim.errors import InputError, ScheduleError
 from tfa_sim.hardware import load_hardware
 from tfa_sim.inputs import generate_inputs
+from tfa_sim.legality import check_legal  # noqa: F401 — loaded before the fork (see above)
 from tfa_sim.simulation import simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.sweep.constraints import failed_constraint
@@ -39,7 +43,9 @@ def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: 
     row.update(l1_bytes=use.l1_bytes, ub_bytes=use.ub_bytes)
     try:
         numerics = _numerics(config) if config.numerics.enabled else None
-        t = timing_summary(simulate(config, hw, numerics, log_events=False, fold=fold and numerics is None), config)
+        with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
+            sim = simulate(config, hw, numerics, log_events=False, fold=fold and numerics is None)
+        t = timing_summary(sim, config)
     except ScheduleError as exc:
         return {**row, "status": "schedule_error", "message": str(exc)}
     except InputError as exc:
