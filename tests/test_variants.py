@@ -294,3 +294,18 @@ def test_bad_values_exit_2(tmp_path, setting, needle):
                         "--no-numerics", "--no-event-log", "--out", str(tmp_path / "r")], capture_output=True,
                        text=True)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_split_run_timeline_shows_the_combine(tmp_path):
+    """The event log of a split run reads back (the combine is a stage of its own) and is drawn."""
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--no-numerics", "--set", "case.s0=1", "--set",
+                        "case.s1=4096", "--set", "schedule.s1_split=4", "--out", str(run)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    from tfa_sim.outputs import read_events
+
+    assert any(e.stage == "combine" for e in read_events(run / "events.csv"))
+    r = subprocess.run([sys.executable, "-m", "tfa_sim", "timeline", str(run), "--by", "stage", "-o",
+                        str(tmp_path / "t.png")], capture_output=True, text=True)
+    assert r.returncode == 0 and (tmp_path / "t.png").stat().st_size > 0, r.stderr
