@@ -20,6 +20,7 @@ from typing import Any
 import networkx as nx
 
 from tfa_sim.engine.chip import DISPATCH
+from tfa_sim.events import EventLog
 from tfa_sim.units import parse_unit, pipe_kind, without_lane
 
 #: Beyond this many instruction groups the graph analysis is skipped (and says so).
@@ -27,7 +28,7 @@ MAX_GRAPH_NODES = 300_000
 SOURCE, SINK = "start", "end"
 
 
-def task_graph(events: list, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> nx.DiGraph:
+def task_graph(events: list | EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> nx.DiGraph:
     """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``.
 
     A core's first block starts ``kernel_start + core·core_stagger + block_dispatch`` after the source (in a
@@ -84,7 +85,8 @@ def longest_path(g: nx.DiGraph) -> tuple[float, list]:
     return dist[SINK], path[::-1]
 
 
-def critical_path_report(events: list, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
+def critical_path_report(events: list | EventLog, overhead: Mapping[str, float],
+                         launches: Sequence[int] = ()) -> dict[str, Any]:
     """Critical path length, its share per stage (and sync/overhead), and the instructions on it."""
     if len(events) > MAX_GRAPH_NODES:
         return {"skipped": f"{len(events)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
@@ -131,7 +133,7 @@ def _describe(cause: str, what: str) -> str:
     return what if what.startswith("data") else f"{what} (data)"
 
 
-def plan(events: list, overhead: Mapping[str, float], units: dict[str, int] | None,
+def plan(events: list | EventLog, overhead: Mapping[str, float], units: dict[str, int] | None,
          launches: Sequence[int] = ()) -> list[tuple[int, float, float]]:
     """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
     otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.
