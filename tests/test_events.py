@@ -109,3 +109,51 @@ def test_large_runs_skip_the_csv_and_window_the_trace(tmp_path, monkeypatch):
     r = tfa("run", *SMALL, "--events-csv", "--out", str(out))
     assert r.code == 0, r.err
     assert read_events(out / "events.csv") == read_events(out / "events.npz")
+
+
+def networkx_critical_path(records: list, overhead: dict, launches: list[int]) -> tuple[float, list, dict]:
+    """The reference: the longest SOURCE→SINK path of analysis.task_graph walked with networkx (as before the
+    columnar walk), with its share per stage."""
+    import networkx as nx
+
+    from tfa_sim.analysis import SINK, SOURCE, task_graph
+
+    g = task_graph(records, overhead, launches)
+    dist, back = {}, {}
+    for v in nx.topological_sort(g):
+        best, arg = 0.0, None
+        for u in g.predecessors(v):
+            cand = dist[u] + g.nodes[u]["dur"] + g.edges[u, v]["lat"]
+            if arg is None or cand > best:
+                best, arg = cand, u
+        dist[v], back[v] = best, arg
+    path = [SINK]
+    while back[path[-1]] is not None:
+        path.append(back[path[-1]])
+    path.reverse()
+    share: dict = {}
+    for u, v in zip(path, path[1:]):
+        key = g.nodes[u]["stage"] if u != SOURCE else "launch"
+        share[key] = share.get(key, 0.0) + g.nodes[u]["dur"]
+        if g.edges[u, v]["lat"]:
+            key = "overhead" if g.edges[u, v]["cause"] in ("launch", "dispatch") else "sync"
+            share[key] = share.get(key, 0.0) + g.edges[u, v]["lat"]
+    return dist[SINK], path[1:-1], share
+
+
+@pytest.mark.parametrize("overrides", [["case.s0=512", "case.s1=2048"], ["case.s1=128", "tiling.tile_s1=128"],
+                                       ["case.s0=100", "case.s1=4096", "case.heads=2", "schedule.s1_split=4"]],
+                         ids=["4 cores", "one tile", "split-S1 (two launches)"])
+def test_columnar_critical_path_equals_the_networkx_walk(overrides):
+    import dataclasses
+
+    from tfa_sim.analysis import critical_path_report
+
+    config = load_config(None, None, ["numerics.enabled=false", *overrides])
+    hw = load_hardware(config.hardware)
+    sim = simulate(config, hw, None, log_events=True)
+    overhead, launches = dataclasses.asdict(hw.overhead), [x.first_block for x in sim.launches[1:]]
+    length, path, share = networkx_critical_path(sim.stats.events.records(), overhead, launches)
+    cp = critical_path_report(sim.stats.events, overhead, launches)
+    assert cp["length_cycles"] == round(length, 3) and cp["path"] == path
+    assert cp["share"] == {k: round(v / length, 4) for k, v in sorted(share.items(), key=lambda kv: -kv[1]) if v}

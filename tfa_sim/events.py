@@ -94,6 +94,7 @@ class EventLog:
         return self.events.n
 
     def __iter__(self) -> Iterator[Any]:
+        """Record views of every row (materialised at once: for small runs, tests and the task graph)."""
         return iter(self.records())
 
     def add(self, ident: int, unit: int, pipe: int, stage: str, block: int, tile: int, sub: int, kind: str,
