@@ -111,7 +111,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     tiles = parse_span(args.tiles, "--tiles") if args.tiles else None
     summary = read_summary(run_dir)
     log = read_log(run_dir / EVENTS_NPZ)
-    rows = log.window(cores, tiles)
+    rows = log.window(range(*cores) if cores else None, tiles)
     if not len(rows):
         raise InputError(f"{run_dir}: no events in --cores {args.cores or 'all'} --tiles {args.tiles or 'all'}; "
                          f"widen the window")

@@ -44,11 +44,6 @@ def write_json(path: Path, data: Any) -> None:
     _atomic(path, lambda fh: fh.write((json.dumps(data, indent=2, default=json_default) + "\n").encode()))
 
 
-def write_json_compact(path: Path, data: Any) -> None:
-    """Large JSON (traces): no indentation."""
-    _atomic(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":"), default=json_default).encode()))
-
-
 def write_npy(path: Path, array: np.ndarray) -> None:
     _atomic(path, lambda fh: np.save(fh, array, allow_pickle=False))
 
@@ -125,14 +120,17 @@ def events_file(run_dir: Path) -> Path:
     return npz if npz.exists() or not (Path(run_dir) / EVENTS_CSV).exists() else Path(run_dir) / EVENTS_CSV
 
 
-def read_events(path: Path) -> list[Record]:
+def read_events(path: Path, cores: set[int] | None = None, tiles: tuple[int, int] | None = None) -> list[Record]:
     """A run's event log as :class:`~tfa_sim.engine.pipes.Record` rows, every field and every dependency
-    checked: ``path`` a run directory (its :func:`events_file`), an ``events.npz`` or an ``events.csv``."""
+    checked: ``path`` a run directory (its :func:`events_file`), an ``events.npz`` or an ``events.csv``.
+    From ``events.npz`` only the rows of ``cores`` and ``tiles`` (a ≤ tile < b) become records (a large run's
+    log is read whole but viewed in part); events.csv gives every row."""
     path = Path(path)
     if path.is_dir():
         path = events_file(path)
     if path.suffix == ".npz":
-        return read_log(path).records()
+        log = read_log(path)
+        return log.records(log.window(cores, tiles) if cores is not None or tiles is not None else None)
     return _read_csv(path)
 
 

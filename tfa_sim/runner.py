@@ -157,7 +157,7 @@ def write_event_files(rd: RunDir, log: EventLog, summary: dict[str, Any], events
     if csv:
         write_events(rd.file(EVENTS_CSV), log)
     window = trace_window or (TRACE_WINDOW if n > TRACE_MAX_EVENTS else None)
-    rows = log.window(window, None) if window else None
+    rows = log.window(range(*window), None) if window else None
     write_trace(rd.file("trace.json"), log, summary["clock_mhz"], trace_metadata(summary), rows)
     return {"events": n, "file": EVENTS_NPZ, "csv": csv, "trace_cores": list(window) if window else None}
 

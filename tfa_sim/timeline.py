@@ -93,7 +93,7 @@ def load_view(run_dir: str | Path, by: str | None, cores: set[int] | None, tiles
               arrows: bool = False) -> RunView:
     """One run's view from its directory (summary.json and the event log, both checked as they are read)."""
     run_dir = Path(run_dir)
-    return make_view(run_dir.name, read_summary(run_dir), read_events(run_dir), by, cores, tiles,
+    return make_view(run_dir.name, read_summary(run_dir), read_events(run_dir, cores, tiles), by, cores, tiles,
                      arrows)
 
 
