@@ -71,21 +71,26 @@ FAST_EXIT_INSTRUCTIONS = 100_000
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import gc
+
     from tfa_sim.runner import format_summary, run
     from tfa_sim.workload import instruction_groups
 
     window = _core_span(args.trace_window, "--trace-window") if args.trace_window else None
     config = _config_from(args)
+    # A large run from the process's own command line (main(None), never a caller that goes on: tests, sweeps)
+    # leaves without tearing its heap down.  The simulation's object graph is cyclic: a GC pass after the run
+    # would walk millions of objects, and the interpreter's exit would walk and free them all — seconds to
+    # minutes that change nothing on disk.  So GC stays off to the end, and os._exit skips the teardown
+    # (gc.freeze would spare the walks, not the freeing).
+    fast_exit = args.fast_exit and not args.fold and instruction_groups(config) > FAST_EXIT_INSTRUCTIONS
+    if fast_exit:
+        gc.disable()
     result = run(config, args.inputs, args.out, event_log=not args.no_event_log, fold=args.fold,
                  events_csv=args.events_csv, trace_window=window)
     print(format_summary(result))
     code = 0 if result.passed else 1
-    if args.fast_exit and not args.fold and instruction_groups(config) > FAST_EXIT_INSTRUCTIONS:
-        # Every file is written, renamed into place and closed, and the lock released (run() has returned):
-        # only the heap is left — the simulation's object graph is cyclic, so the interpreter's final GC pass
-        # would walk and free millions of objects, seconds to minutes that change nothing on disk.  os._exit
-        # skips that (gc.freeze would only skip the walk, not the freeing).  Only for the process's own command
-        # line (main(None)), never for a caller that goes on (tests, sweeps).
+    if fast_exit:  # every file is written, renamed into place and closed, the lock released: run() has returned
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -151,15 +151,15 @@ class EventLog:
     def add_counters(self, counters: dict[str, list[tuple[float, int]]]) -> None:
         """The run's occupancy samples (trace.json counter tracks), stored with the log."""
         table = self.tables["counter_names"]
-        for name, samples in counters.items():
-            code = table.code(name)
-            for t, value in samples:
-                cols = self.counters
-                if cols.n == cols.capacity:
-                    cols.grow()
-                a = cols.arrays
-                a["name"][cols.n], a["t"][cols.n], a["value"][cols.n] = code, t, value
-                cols.n += 1
+        parts = [(table.code(name), np.array(samples, np.float64).reshape(-1, 2)) for name, samples in counters.items()]
+        parts = [(code, a) for code, a in parts if len(a)]
+        if parts:
+            cols = self.counters
+            arrays = {"name": np.concatenate([np.full(len(a), code, np.int32) for code, a in parts]),
+                      "t": np.concatenate([a[:, 0] for _, a in parts]),
+                      "value": np.concatenate([a[:, 1] for _, a in parts]).astype(np.int32)}
+            cols.arrays = {k: np.concatenate([a[: cols.n], arrays[k]]) for k, a in cols.arrays.items()}
+            cols.n = cols.capacity = len(cols.arrays["name"])
 
     def unit_code(self, unit: str) -> int:
         return self.tables["units"].code(unit)
@@ -170,14 +170,14 @@ class EventLog:
     def names(self, table: str) -> list[str]:
         return self.tables[table].names
 
-    def counter_samples(self) -> dict[str, list[tuple[float, int]]]:
-        """Occupancy samples by buffer name, in time order."""
+    def counter_series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Occupancy samples by buffer name: (times, values), in the order they were stored (time order)."""
         c = self.counters.view()
+        order = np.argsort(c["name"], kind="stable")
         names = self.names("counter_names")
-        out: dict[str, list[tuple[float, int]]] = {}
-        for code, t, v in zip(c["name"].tolist(), c["t"].tolist(), c["value"].tolist()):
-            out.setdefault(names[code], []).append((t, v))
-        return out
+        bounds = np.searchsorted(c["name"][order], np.arange(len(names) + 1))
+        return {name: (c["t"][order[bounds[i]:bounds[i + 1]]], c["value"][order[bounds[i]:bounds[i + 1]]])
+                for i, name in enumerate(names)}
 
     def records(self, rows: np.ndarray | None = None) -> list[Any]:
         """Rows (all, or the indices ``rows``) as :class:`~tfa_sim.engine.pipes.Record` views, in log order."""

@@ -92,13 +92,13 @@ def trace_events(log: EventLog, clock_mhz: float, rows: np.ndarray | None, flows
                    f'"ts":{pred[2] * us!r}}}')
             yield (f'{{"ph":"f","bp":"e","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[u, p]},'
                    f'"ts":{start * us!r}}}')
-    for name, samples in sorted(log.counter_samples().items()):
+    for name, (times, values) in sorted(log.counter_series().items()):
         owner, track = buffer_owner(name)
         if owner not in pid:
             continue  # a buffer of a unit outside the window
         counter = f'{{"ph":"C","name":{_js(track)},"pid":{pid[owner]},"tid":0,"ts":'
-        for t_, value in samples:
-            yield f'{counter}{t_ * us!r},"args":{{"in_use":{value}}}}}'
+        for t_, value in zip((times * us).tolist(), values.tolist()):
+            yield f'{counter}{t_!r},"args":{{"in_use":{value}}}}}'
 
 
 def dump_trace(fh: IO[bytes], log: EventLog, clock_mhz: float, metadata: dict[str, Any],
