@@ -29,7 +29,7 @@ def main() -> None:
             render([view], Path(tmp) / f"t.{suffix}")
             size = (Path(tmp) / f"t.{suffix}").stat().st_size / 1e6
             print(f"timeline .{suffix}: {len(view.bars)} bars in {len(view.lanes)} lanes, "
-                  f"{time.perf_counter() - start:.1f} s (reading events.csv included), {size:.1f} MB")
+                  f"{time.perf_counter() - start:.1f} s (reading the event log included), {size:.1f} MB")
 
 
 if __name__ == "__main__":

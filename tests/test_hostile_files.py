@@ -82,10 +82,53 @@ EVENTS_DAMAGE = {
 @pytest.mark.parametrize("command", ["timeline", "plan"])
 @pytest.mark.parametrize("damage", list(EVENTS_DAMAGE), ids=list(EVENTS_DAMAGE))
 def test_damaged_event_log(run_dir, command, damage):
+    (run_dir / "events.npz").unlink()  # a run written before events.npz: events.csv is the log
     path = run_dir / "events.csv"
     path.write_text(EVENTS_DAMAGE[damage](path.read_text()))
     extra = ["-o", str(run_dir / "t.svg")] if command == "timeline" else []
     assert_refused(tfa(command, str(run_dir), *extra), "events.csv" if damage != "header only" else "")
+
+
+def edit_npz(path: Path, change) -> None:
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    change(arrays)
+    with path.open("wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def set_item(arrays: dict, key: str, index: int, value) -> None:
+    arrays[key] = arrays[key].copy()
+    arrays[key][index] = value
+
+
+NPZ_DAMAGE = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "garbage": lambda p: p.write_bytes(b"PK\x03\x04" + b"\x00" * 100),
+    "empty": lambda p: p.write_bytes(b""),
+    "compressed": lambda p: np.savez_compressed(p.with_suffix(".tmp.npz"), **dict(np.load(p)))
+    or p.with_suffix(".tmp.npz").replace(p),
+    "a column missing": lambda p: edit_npz(p, lambda a: a.pop("ev_start")),
+    "a column of another type": lambda p: edit_npz(p, lambda a: a.update(ev_start=a["ev_start"].astype(np.float32))),
+    "columns of different lengths": lambda p: edit_npz(p, lambda a: a.update(ev_end=a["ev_end"][:-1])),
+    "pickled objects": lambda p: edit_npz(p, lambda a: a.update(table_units=np.array([{}], dtype=object))),
+    "a unit code out of range": lambda p: edit_npz(p, lambda a: set_item(a, "ev_unit", 0, 999)),
+    "an unknown stage": lambda p: edit_npz(p, lambda a: a.update(table_stages=np.array(["compute_xx"] * 9))),
+    "NaN start": lambda p: edit_npz(p, lambda a: set_item(a, "ev_start", 3, np.nan)),
+    "ends before it starts": lambda p: edit_npz(p, lambda a: set_item(a, "ev_end", 3, -1.0)),
+    "an id twice": lambda p: edit_npz(p, lambda a: set_item(a, "ev_id", 1, a["ev_id"][2])),
+    "dependency on a missing id": lambda p: edit_npz(p, lambda a: set_item(a, "edge_src", 0, 424242)),
+    "dependency on a later id": lambda p: edit_npz(p, lambda a: set_item(a, "edge_src", 0, a["edge_dst"][0])),
+    "another version": lambda p: edit_npz(p, lambda a: a.update(version=np.array(99))),
+}
+
+
+@pytest.mark.parametrize("command", ["timeline", "plan", "trace"])
+@pytest.mark.parametrize("damage", list(NPZ_DAMAGE), ids=list(NPZ_DAMAGE))
+def test_damaged_columnar_event_log(run_dir, command, damage):
+    NPZ_DAMAGE[damage](run_dir / "events.npz")
+    extra = {"timeline": ["-o", str(run_dir / "t.svg")], "trace": ["--out", str(run_dir / "t.json")]}
+    assert_refused(tfa(command, str(run_dir), *extra.get(command, [])), "events.npz")
 
 
 def test_a_damaged_trace_json_is_not_read(run_dir):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported where used: a run without the event log never buil
     import networkx as nx
 
 from tfa_sim.engine.chip import DISPATCH
+from tfa_sim.events import EventLog
 from tfa_sim.units import parse_unit, pipe_kind, without_lane
 
 #: Beyond this many instruction groups the graph analysis is skipped (and says so).
@@ -28,7 +29,7 @@ MAX_GRAPH_NODES = 300_000
 SOURCE, SINK = "start", "end"
 
 
-def task_graph(events: list, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> nx.DiGraph:
+def task_graph(events: list | EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> nx.DiGraph:
     """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``.
 
     A core's first block starts ``kernel_start + core·core_stagger + block_dispatch`` after the source (in a
@@ -70,42 +71,15 @@ def task_graph(events: list, overhead: Mapping[str, float], launches: Sequence[i
     return g
 
 
-def longest_path(g: nx.DiGraph) -> tuple[float, list]:
-    """(length, nodes) of the longest SOURCE→SINK path; a node costs its duration, an edge its latency."""
-    import networkx as nx
+def critical_path_report(log: EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
+    """Critical path length, its share per stage (and sync/overhead), and the instructions on it — the longest
+    path of :func:`task_graph`, computed from the columnar log by :mod:`tfa_sim.critical_path`."""
+    from tfa_sim.critical_path import critical_path
 
-    dist: dict[Any, float] = {}
-    back: dict[Any, Any] = {}
-    for v in nx.topological_sort(g):
-        best, arg = 0.0, None
-        for u in g.predecessors(v):
-            cand = dist[u] + g.nodes[u]["dur"] + g.edges[u, v]["lat"]
-            if arg is None or cand > best:
-                best, arg = cand, u
-        dist[v], back[v] = best, arg
-    path = [SINK]
-    while back[path[-1]] is not None:
-        path.append(back[path[-1]])
-    return dist[SINK], path[::-1]
-
-
-def critical_path_report(events: list, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
-    """Critical path length, its share per stage (and sync/overhead), and the instructions on it."""
-    if len(events) > MAX_GRAPH_NODES:
-        return {"skipped": f"{len(events)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
+    if len(log) > MAX_GRAPH_NODES:
+        return {"skipped": f"{len(log)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
                            f"(fewer blocks or tiles) to get the critical path"}
-    g = task_graph(events, overhead, launches)
-    length, path = longest_path(g)
-    share: dict[str, float] = defaultdict(float)
-    for u, v in zip(path, path[1:]):
-        share[g.nodes[u]["stage"] if u != SOURCE else "launch"] += g.nodes[u]["dur"]
-        edge = g.edges[u, v]
-        if edge["lat"]:
-            share["overhead" if edge["cause"] in ("launch", "dispatch") else "sync"] += edge["lat"]
-    share.pop("end", None)
-    return {"length_cycles": round(length, 3), "instructions": len(path) - 2,
-            "share": {k: round(v / length, 4) for k, v in sorted(share.items(), key=lambda kv: -kv[1]) if v},
-            "path": [u for u in path if u not in (SOURCE, SINK)]}
+    return critical_path(log, overhead, launches)
 
 
 def bubbles(pipes: list, total_cycles: float, top: int = 8) -> list[dict[str, Any]]:
@@ -136,7 +110,7 @@ def _describe(cause: str, what: str) -> str:
     return what if what.startswith("data") else f"{what} (data)"
 
 
-def plan(events: list, overhead: Mapping[str, float], units: dict[str, int] | None,
+def plan(events: list | EventLog, overhead: Mapping[str, float], units: dict[str, int] | None,
          launches: Sequence[int] = ()) -> list[tuple[int, float, float]]:
     """A list schedule of the run's task graph: ``units=None`` — unlimited resources (ASAP);
     otherwise each pipe kind (``cube.M``, ``vec.V`` …) gets ``units.get(kind, 1)`` servers per unit.

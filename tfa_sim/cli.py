@@ -66,12 +66,64 @@ def _config_from(args: argparse.Namespace) -> Config:
     return load_config(getattr(args, "config", None), args.case, args.overrides, values)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from tfa_sim.runner import format_summary, run
+#: A run with more instruction groups than this exits without tearing down its heap (see :func:`cmd_run`).
+FAST_EXIT_INSTRUCTIONS = 100_000
 
-    result = run(_config_from(args), args.inputs, args.out, event_log=not args.no_event_log, fold=args.fold)
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import gc
+
+    from tfa_sim.runner import format_summary, run
+    from tfa_sim.workload import instruction_groups
+
+    window = _core_span(args.trace_window, "--trace-window") if args.trace_window else None
+    config = _config_from(args)
+    # A large run from the process's own command line (main(None), never a caller that goes on: tests, sweeps)
+    # leaves without tearing its heap down.  The simulation's object graph is cyclic: a GC pass after the run
+    # would walk millions of objects, and the interpreter's exit would walk and free them all — seconds to
+    # minutes that change nothing on disk.  So GC stays off to the end, and os._exit skips the teardown
+    # (gc.freeze would spare the walks, not the freeing).
+    fast_exit = args.fast_exit and not args.fold and instruction_groups(config) > FAST_EXIT_INSTRUCTIONS
+    if fast_exit:
+        gc.disable()
+    result = run(config, args.inputs, args.out, event_log=not args.no_event_log, fold=args.fold,
+                 events_csv=args.events_csv, trace_window=window)
     print(format_summary(result))
-    return 0 if result.passed else 1
+    code = 0 if result.passed else 1
+    if fast_exit:  # every file is written, renamed into place and closed, the lock released: run() has returned
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _core_span(text: str, flag: str) -> tuple[int, int]:
+    """``a:b`` (a < b) of core numbers."""
+    m = re.fullmatch(r"\s*([0-9]{1,4})\s*:\s*([0-9]{1,4})\s*", text)
+    if m is None or int(m[1]) >= int(m[2]):
+        raise InputError(f"{flag} {show(text)}: expected cores a:b with a < b, e.g. 0:4")
+    return int(m[1]), int(m[2])
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from tfa_sim.events import read_log
+    from tfa_sim.outputs import EVENTS_NPZ, read_summary
+    from tfa_sim.runner import trace_metadata
+    from tfa_sim.trace import write_trace
+
+    run_dir = check_path(args.run_dir, "RUN_DIR")
+    cores = _core_span(args.cores, "--cores") if args.cores else None
+    tiles = parse_span(args.tiles, "--tiles") if args.tiles else None
+    summary = read_summary(run_dir)
+    log = read_log(run_dir / EVENTS_NPZ)
+    rows = log.window(range(*cores) if cores else None, tiles)
+    if not len(rows):
+        raise InputError(f"{run_dir}: no events in --cores {args.cores or 'all'} --tiles {args.tiles or 'all'}; "
+                         f"widen the window")
+    out = check_path(args.out, "--out")
+    write_trace(out, log, summary["clock_mhz"], trace_metadata(summary), rows)
+    print(f"tfa-sim trace: {len(rows)} of {len(log)} events → {out}")
+    return 0
 
 
 def cmd_gen_data(args: argparse.Namespace) -> int:
@@ -224,15 +276,15 @@ def _plan_units(text: str) -> dict[str, int]:
 def cmd_plan(args: argparse.Namespace) -> int:
     from tfa_sim.analysis import plan
     from tfa_sim.engine.chip import DISPATCH
-    from tfa_sim.outputs import read_events, read_summary
+    from tfa_sim.outputs import events_file, read_events, read_summary
     from tfa_sim.timeline import make_view, planned
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
     units = _plan_units(args.units or "") if args.resources == "pipes" else None
     summary = read_summary(run_dir)
-    events = read_events(run_dir / "events.csv")
+    events = read_events(run_dir)
     if all(e.pipe == DISPATCH for e in events):
-        raise InputError(f"{run_dir / 'events.csv'} holds no instruction groups; rerun tfa-sim run")
+        raise InputError(f"{events_file(run_dir)} holds no instruction groups; rerun tfa-sim run")
     schedule = plan(events, summary["overhead"], units, [x["first_block"] for x in summary.get("launches", [])[1:]])
     plan_summary, moved = planned(summary, events, schedule)
     what = "unlimited resources" if units is None else "one server per pipe" + (f" ({args.units})" if units else "")
@@ -253,7 +305,12 @@ def _run_parsers(sub: Any) -> None:
     p.add_argument("--inputs", help="directory with q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin (fp16)")
     p.add_argument("--out", help="run directory (default: a new runs/<case>-<time>)")
     p.add_argument("--no-numerics", action="store_true", help="timing only: skip the arithmetic")
-    p.add_argument("--no-event-log", action="store_true", help="do not write events.csv, trace.json (large runs)")
+    p.add_argument("--no-event-log", action="store_true",
+                   help="do not write events.npz, events.csv, trace.json (large runs)")
+    p.add_argument("--events-csv", action="store_true",
+                   help="write events.csv however large the run (by default only up to 200000 events)")
+    p.add_argument("--trace-window", metavar="CORES",
+                   help="trace.json for cores a:b only, e.g. 0:4 (the default beyond 300000 events)")
     p.add_argument("--fold", action="store_true", help="with --no-numerics: estimate the time of a long unmasked "
                    "run from short samples (no event log; README \"Decode\")")
     p.add_argument("--mask", help=".npy boolean mask (True = masked), S0×S1 or [batch, heads, S0, S1]")
@@ -307,6 +364,12 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--by", choices=("pipe", "stage", "unit"), help="lanes per pipe, per stage band, or per unit")
     p.add_argument("--arrows", action="store_true", help="draw FIFO hand-offs between units")
     p.set_defaults(func=cmd_timeline)
+    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome/Perfetto JSON")
+    p.add_argument("run_dir")
+    p.add_argument("--cores", help="cores a:b (a ≤ core < b; default all)")
+    p.add_argument("--tiles", help="logical tiles a:b (a ≤ tile < b; default all; dispatch spans have none)")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.set_defaults(func=cmd_trace)
     p = sub.add_parser("plan", help="ideal list schedule of a run's task graph, compared with the simulation")
     p.add_argument("run_dir")
     p.add_argument("--resources", choices=("unlimited", "pipes"), default="unlimited",
@@ -339,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; errors are one line on stderr and the exit code of README, "Exit codes"."""
     args = build_parser().parse_args(argv)
+    args.fast_exit = argv is None  # the process's own command line: nothing runs after this command
     try:
         return args.func(args)
     except TfaError as exc:

@@ -1,7 +1,7 @@
 """Run directories: naming, files written atomically (``rundir.atomic_write``), and reading them back.
 
-The readers check what they read: a damaged or foreign ``summary.json`` or ``events.csv`` is one
-:class:`InputError` line naming the file and what is wrong, never a traceback deeper in.
+The readers check what they read: a damaged or foreign ``summary.json``, ``events.npz`` or ``events.csv`` is
+one :class:`InputError` line naming the file and what is wrong, never a traceback deeper in.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.engine.chip import DISPATCH
-from tfa_sim.engine.pipes import CAUSES, Record
+from tfa_sim.engine.pipes import Record
 from tfa_sim.errors import InputError
+from tfa_sim.events import CAUSES, EventLog, read_log
 from tfa_sim.rundir import atomic_write as _atomic
 from tfa_sim.safety import decode_text, os_problem, read_bytes, require_fields, show
 from tfa_sim.stages import STAGES
@@ -41,19 +42,14 @@ def new_run_dir(case_name: str, root: str | Path = "runs") -> Path:
 
 
 def write_json(path: Path, data: Any) -> None:
-    _atomic(path, lambda fh: fh.write((json.dumps(data, indent=2, default=_json_default) + "\n").encode()))
-
-
-def write_json_compact(path: Path, data: Any) -> None:
-    """Large JSON (traces): no indentation."""
-    _atomic(path, lambda fh: fh.write(json.dumps(data, separators=(",", ":"), default=_json_default).encode()))
+    _atomic(path, lambda fh: fh.write((json.dumps(data, indent=2, default=json_default) + "\n").encode()))
 
 
 def write_npy(path: Path, array: np.ndarray) -> None:
     _atomic(path, lambda fh: np.save(fh, array, allow_pickle=False))
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):
@@ -67,8 +63,17 @@ EVENT_COLUMNS = ("id", "unit", "pipe", "stage", "block", "tile", "sub", "kind", 
                  "slots", "deps")
 
 
-def write_events(path: Path, events: list) -> None:
-    """The run's instruction log, one row per instruction group (cycles).
+#: The columnar event log of a run (tfa_sim.events), and its CSV rendering (small runs, or --events-csv).
+EVENTS_NPZ, EVENTS_CSV = "events.npz", "events.csv"
+
+
+def write_log(path: Path, log: EventLog) -> None:
+    """The columnar event log as one uncompressed ``.npz``."""
+    _atomic(path, log.save)
+
+
+def write_events(path: Path, log: EventLog) -> None:
+    """The run's instruction log as CSV, one row per instruction group (cycles), derived from the columnar log.
 
     ``slots`` as ``name=index;…``; ``deps`` as ``id:cause:latency:via;…`` — the instructions
     whose completion, slot release or flag (``via``) released this one.
@@ -77,7 +82,7 @@ def write_events(path: Path, events: list) -> None:
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         w = csv.writer(text)
         w.writerow(EVENT_COLUMNS)
-        for e in events:
+        for e in log.records():
             w.writerow((*e[:12], ";".join(f"{k}={v}" for k, v in e.slots.items()),
                         ";".join(f"{i}:{cause}:{lat:g}:{via}" for i, cause, lat, via in e.deps)))
         text.flush()
@@ -110,9 +115,28 @@ def read_summary(run_dir: Path) -> dict:
     return summary
 
 
-def read_events(path: Path) -> list[Record]:
-    """The event log written by :func:`write_events`, as :class:`~tfa_sim.engine.pipes.Record` rows, every field
-    and every dependency checked (the one place that reads the log's format)."""
+def events_file(run_dir: Path) -> Path:
+    """The event log of a run directory: ``events.npz``, or ``events.csv`` of runs written before it existed."""
+    npz = Path(run_dir) / EVENTS_NPZ
+    return npz if npz.exists() or not (Path(run_dir) / EVENTS_CSV).exists() else Path(run_dir) / EVENTS_CSV
+
+
+def read_events(path: Path, cores: set[int] | None = None, tiles: tuple[int, int] | None = None) -> list[Record]:
+    """A run's event log as :class:`~tfa_sim.engine.pipes.Record` rows, every field and every dependency
+    checked: ``path`` a run directory (its :func:`events_file`), an ``events.npz`` or an ``events.csv``.
+    From ``events.npz`` only the rows of ``cores`` and ``tiles`` (a ≤ tile < b) become records (a large run's
+    log is read whole but viewed in part); events.csv gives every row."""
+    path = Path(path)
+    if path.is_dir():
+        path = events_file(path)
+    if path.suffix == ".npz":
+        log = read_log(path)
+        return log.records(log.window(cores, tiles) if cores is not None or tiles is not None else None)
+    return _read_csv(path)
+
+
+def _read_csv(path: Path) -> list[Record]:
+    """The CSV event log written by :func:`write_events`."""
     from tfa_sim.memory import require
 
     hint = "the run was made with --no-event-log or is not a run directory"

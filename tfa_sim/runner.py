@@ -1,9 +1,12 @@
 """``tfa-sim run``: config → inputs → kernel → golden comparison → run directory."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import platform
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -20,15 +23,16 @@ from tfa_sim.dumps import DumpRecorder, check_size, write_dumps
 from tfa_sim.engine.chip import SimResult
 from tfa_sim.engine.report import format_timing, timing_summary
 from tfa_sim.errors import InputError
+from tfa_sim.events import EventLog
 from tfa_sim.golden import kernel_golden, reference_attention
 from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
-from tfa_sim.outputs import new_run_dir, write_events, write_json, write_npy
+from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
 from tfa_sim.rundir import RunDir
 from tfa_sim.simulation import simulate
 from tfa_sim.stages.block_kernel import Numerics
-from tfa_sim.trace import build_trace, collect_counters, write_trace
+from tfa_sim.trace import collect_counters, write_trace
 
 
 def versions() -> dict[str, str]:
@@ -41,12 +45,20 @@ def versions() -> dict[str, str]:
     return out
 
 
-OUTPUT_FILES = ("summary.json", "o.npy", "events.csv", "trace.json", "timeline.svg", "check.json")
+OUTPUT_FILES = ("summary.json", "o.npy", EVENTS_NPZ, EVENTS_CSV, "trace.json", "timeline.svg", "check.json")
 #: Everything a run writes into its directory (``dumps/`` a directory); a reused --out loses tfa-sim's old
 #: copies of these (they would describe another run) and nothing else.
 RUN_FILES = (*OUTPUT_FILES, "dumps/")
 #: Runs with more instruction groups than this skip timeline.svg (draw one with tfa-sim timeline --cores/--tiles).
 TIMELINE_MAX_EVENTS = 20_000
+#: Runs with more events than this skip events.csv unless --events-csv asks for it (events.npz holds them all:
+#: the CSV takes ~100 bytes and ~3 µs per row to write).
+EVENTS_CSV_MAX = 200_000
+#: Runs with more events than this write trace.json for a window of cores only (Perfetto struggles beyond a few
+#: hundred thousand events); ``tfa-sim trace RUN --cores a:b`` exports any other window from events.npz.
+TRACE_MAX_EVENTS = 300_000
+#: The cores of that window unless --trace-window says otherwise (a ≤ core < b).
+TRACE_WINDOW = (0, 4)
 
 
 @dataclass
@@ -138,24 +150,43 @@ def _is_run_file(rel: str) -> bool:
     return rel in OUTPUT_FILES or rel.startswith("dumps/")
 
 
-def write(done: Computed, out_dir: RunDir | str | Path | None = None) -> RunResult:
-    """Write a computed run into ``out_dir`` (a claimed :class:`RunDir`; a path or None claims one)."""
+def trace_metadata(summary: dict[str, Any]) -> dict[str, Any]:
+    """What trace.json's ``otherData`` says about the run."""
+    return {k: summary[k] for k in ("case", "hardware", "config", "total_cycles", "time_us")}
+
+
+def write_event_files(rd: RunDir, log: EventLog, summary: dict[str, Any], events_csv: bool,
+                      trace_window: tuple[int, int] | None) -> dict[str, Any]:
+    """events.npz, events.csv (small runs, or ``events_csv``) and trace.json (a window of cores for large runs,
+    or ``trace_window``); returns what was written, for summary.json."""
+    n = len(log)
+    write_log(rd.file(EVENTS_NPZ), log)
+    csv = events_csv or n <= EVENTS_CSV_MAX
+    if csv:
+        write_events(rd.file(EVENTS_CSV), log)
+    window = trace_window or (TRACE_WINDOW if n > TRACE_MAX_EVENTS else None)
+    rows = log.window(range(*window), None) if window else None
+    write_trace(rd.file("trace.json"), log, summary["clock_mhz"], trace_metadata(summary), rows)
+    return {"events": n, "file": EVENTS_NPZ, "csv": csv, "trace_cores": list(window) if window else None}
+
+
+def write(done: Computed, out_dir: RunDir | str | Path | None = None, events_csv: bool = False,
+          trace_window: tuple[int, int] | None = None) -> RunResult:
+    """Write a computed run into ``out_dir`` (a claimed :class:`RunDir`; a path or None claims one).
+    ``events_csv``: write events.csv however large the run; ``trace_window``: trace.json for these cores only."""
     if not isinstance(out_dir, RunDir):
         with claim(out_dir, done.config.name) as rd:
-            return write(done, rd)
+            return write(done, rd, events_csv, trace_window)
     rd = out_dir
-    config, hw, sim, numerics, summary = done.config, done.hw, done.sim, done.numerics, done.summary
+    config, sim, numerics, summary = done.config, done.sim, done.numerics, done.summary
     rd.refuse_foreign(RUN_FILES)
     rd.remove(_is_run_file)  # a reused --out must not keep a previous run's files
     if numerics is not None:
         write_npy(rd.file("o.npy"), numerics.out)
     events = sim.stats.events
     if events is not None:
-        write_events(rd.file("events.csv"), events)
-        meta = {"case": config.name, "hardware": hw.name, "config": summary["config"],
-                "total_cycles": summary["total_cycles"], "time_us": summary["time_us"]}
-        write_trace(rd.file("trace.json"), build_trace(events, collect_counters(sim.stats.pools), hw.clock_mhz,
-                                                       meta))
+        events.add_counters(collect_counters(sim.stats.pools))
+        summary["event_log"] = write_event_files(rd, events, summary, events_csv, trace_window)
     if numerics is not None and numerics.dumps is not None:
         with rd.stage() as staged:
             nbytes = write_dumps(staged, numerics.dumps, config)
@@ -171,12 +202,26 @@ def write(done: Computed, out_dir: RunDir | str | Path | None = None) -> RunResu
     return RunResult(rd.path, numerics.out if numerics else None, summary)
 
 
-def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None,
-        event_log: bool = True, fold: bool = False) -> RunResult:
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Cyclic GC off until the run is written: the simulation and its outputs allocate millions of objects
+    that live until the end, and every collection pass would walk them all (engine/chip.py keeps it off while
+    simulating; this extends that to writing the files)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None, event_log: bool = True,
+        fold: bool = False, events_csv: bool = False, trace_window: tuple[int, int] | None = None) -> RunResult:
     """Simulate one config and write its run directory (``tfa-sim run``), which is locked meanwhile."""
-    with claim(out_dir, config.name) as rd:
+    with claim(out_dir, config.name) as rd, gc_paused():
         rd.refuse_foreign(RUN_FILES)  # before the long part: a directory holding the user's files is refused now
-        return write(compute(config, inputs_dir, event_log, fold), rd)
+        return write(compute(config, inputs_dir, event_log, fold), rd, events_csv, trace_window)
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
@@ -212,10 +257,18 @@ def format_summary(result: RunResult) -> str:
         verdict = "PASS" if result.passed else "FAIL"
         lines.append(f"  golden (fp64, kernel rule eps={s['golden']['eps']:g}): {verdict}  failures {g['failures']}/"
                      f"{g['allowed_failures']} allowed  max abs {g['max_abs_err']:.3g}  max rel {g['max_rel_err']:.3g}")
-    files = ["summary.json"] + [f for f in ("o.npy", "events.csv", "trace.json", "timeline.svg", "dumps/")
+    files = ["summary.json"] + [f for f in ("o.npy", EVENTS_NPZ, EVENTS_CSV, "trace.json", "timeline.svg", "dumps/")
                                 if (result.out_dir / f).exists()]
     lines.append(f"  wrote {result.out_dir}/ ({', '.join(files)})")
-    if (result.out_dir / "events.csv").exists() and not (result.out_dir / "timeline.svg").exists():
+    log = s.get("event_log")
+    if log and not log["csv"]:
+        lines.append(f"  events.csv skipped ({log['events']} events > {EVENTS_CSV_MAX}; events.npz has them all): "
+                     f"rerun with --events-csv to write it")
+    if log and log["trace_cores"]:
+        a, b = log["trace_cores"]
+        lines.append(f"  trace.json holds cores {a}:{b} only ({log['events']} events): export others with "
+                     f"tfa-sim trace {result.out_dir} --cores A:B [--tiles A:B] --out FILE")
+    if log and not (result.out_dir / "timeline.svg").exists():
         lines.append(f"  timeline.svg skipped (over {TIMELINE_MAX_EVENTS} instruction groups): "
                      f"tfa-sim timeline {result.out_dir} --cores 0-1 --tiles 0:16")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,11 +93,11 @@ def load_view(run_dir: str | Path, by: str | None, cores: set[int] | None, tiles
               arrows: bool = False) -> RunView:
     """One run's view from its directory (summary.json and the event log, both checked as they are read)."""
     run_dir = Path(run_dir)
-    return make_view(run_dir.name, read_summary(run_dir), read_events(run_dir / "events.csv"), by, cores, tiles,
+    return make_view(run_dir.name, read_summary(run_dir), read_events(run_dir, cores, tiles), by, cores, tiles,
                      arrows)
 
 
-def make_view(name: str, summary: dict[str, Any], events: list, by: str | None = None,
+def make_view(name: str, summary: dict[str, Any], events: Iterable[Any], by: str | None = None,
               cores: set[int] | None = None, tiles: tuple[int, int] | None = None, arrows: bool = False) -> RunView:
     """Select, lay out and label one run's events."""
     events = [e for e in events if (cores is None or parse_unit(e.unit).core in cores)

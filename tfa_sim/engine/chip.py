@@ -189,7 +189,8 @@ def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool 
     launcher = chip.env.process(chip.run_launches(launches))
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
     # a fifth of the wall time on large runs.  Blocks drop their tiles when they end
-    # (BlockRun.finish), so what stays uncollected until the end is small.
+    # (BlockRun.finish), so what stays uncollected until the end is small.  ``tfa-sim run`` keeps it
+    # off until the run's files are written (runner.gc_paused): then this leaves it off.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -21,10 +21,8 @@ import simpy
 from tfa_sim.buffers.pools import Pool, Slot
 from tfa_sim.engine.gm import MISS
 from tfa_sim.engine.simpy_adapter import call_at, now
+from tfa_sim.events import CAUSES, EventLog
 from tfa_sim.units import parse_unit
-
-#: Why a pipe waited before an instruction could start (stall breakdown keys).
-CAUSES = ("data", "slot", "credit", "gm")
 
 #: A completion effect: called with the instruction that completes (a bound method of a buffer).
 Effect = Callable[["Instr"], None]
@@ -115,7 +113,8 @@ class Instr:
 
 
 class Record(NamedTuple):
-    """One executed instruction group in the event log (times in cycles)."""
+    """One executed instruction group of the event log (times in cycles), as a per-event view: the log itself
+    is columnar (:class:`tfa_sim.events.EventLog`); these are built from it for consumers that want rows."""
 
     id: int
     unit: str  # coreN.cubecore0 | coreN.veccoreA
@@ -141,7 +140,7 @@ class Stats:
         self.pipes: list[Pipe] = []
         self.pools: list[Any] = []  # pools / FIFOs with occupancy samples (when logging)
         self.next_id = 0
-        self.events: list[Record] | None = [] if log_events else None
+        self.events: EventLog | None = EventLog() if log_events else None
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
@@ -160,7 +159,8 @@ class Stats:
     def span(self, unit: str, pipe: str, stage: str, block: int, kind: str, start: float, end: float) -> None:
         """Log work that is not an instruction group of a pipe (a block's dispatch)."""
         if self.events is not None:
-            self.events.append(Record(self.next_id, unit, pipe, stage, block, -1, 0, kind, start, end, 0, 0, {}, ()))
+            log = self.events
+            log.add(self.next_id, log.unit_code(unit), log.pipe_code(pipe), stage, block, -1, 0, kind, start, end, 0, 0)
             self.next_id += 1
 
     @property
@@ -202,6 +202,8 @@ class Pipe:
         self.last_end = 0.0  # when the pipe's previous instruction completed
         stats.pipes.append(self)
         self.log = stats.events is not None
+        if stats.events is not None:  # the log's codes of this pipe's unit and name
+            self._unit_code, self._pipe_code = stats.events.unit_code(unit), stats.events.pipe_code(name)
 
     @property
     def idle(self) -> bool:
@@ -346,14 +348,24 @@ class Pipe:
         if ins._done is not None:
             ins._done.succeed()
         if self.log:
-            assert stats.events is not None
-            slots = {w.short_name: w.index for w in ins.waits if w.__class__ is Slot}
-            stats.events.append(Record(ins.id, self.unit, self.name, ins.stage, ins.block, ins.tile, ins.sub,
-                                       ins.kind, ins.start, ins.end, ins.nbytes, ins.flops, slots,
-                                       tuple((d.id, cause, lat, via) for d, cause, lat, via in ins.deps or ())))
+            self._log(ins)
         if ins.waiters is not None:
             for pipe in ins.waiters:
                 pipe._advance()
+
+    def _log(self, ins: Instr) -> None:
+        """Append the finished instruction, its slots and its dependencies to the columnar event log."""
+        log = self.stats.events
+        assert log is not None
+        ident = ins.id
+        log.add(ident, self._unit_code, self._pipe_code, ins.stage, ins.block, ins.tile, ins.sub, ins.kind,
+                ins.start, ins.end, ins.nbytes, ins.flops)
+        for w in ins.waits:
+            if w.__class__ is Slot:
+                log.slot(ident, w.short_name, w.index)
+        if ins.deps:
+            for d, cause, lat, via in ins.deps:
+                log.edge(ident, d.id, cause, lat, via)
 
     def waiting_on(self) -> tuple[Instr, str, Any] | None:
         """(blocked instruction, what it waits for, the pipe that would signal it), or None."""
