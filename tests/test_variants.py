@@ -217,15 +217,17 @@ def test_block_orders_permute_the_same_blocks():
 
 
 def test_balance_is_reported_and_zigzag_beats_row_order_on_causal():
+    """On 8 cores the shared L2 has headroom, so evening out the cores' work shortens the run (on 24 cores at
+    this size the L2 channel binds and row order wins: README "Causal balance")."""
     def run(order):
         cfg = config(case={"s0": 8192, "s1": 8192, "causal": True}, schedule={"block_order": order},
-                     numerics={"enabled": False})
+                     numerics={"enabled": False}, hardware={"cores": 8})
         return simulate(cfg, load_hardware(cfg.hardware), None, log_events=False)
     row, zig = run("row"), run("zigzag")
     for r in (row, zig):
         busy = r.core_busy
-        assert len(busy) == 24 and max(busy) <= r.total_cycles
-    imbalance = {name: max(r.core_busy) / (sum(r.core_busy) / 24) for name, r in (("row", row), ("zig", zig))}
+        assert len(busy) == 8 and max(busy) <= r.total_cycles
+    imbalance = {name: max(r.core_busy) / (sum(r.core_busy) / 8) for name, r in (("row", row), ("zig", zig))}
     assert imbalance["zig"] < imbalance["row"]
     assert zig.total_cycles < row.total_cycles
 
