@@ -215,3 +215,19 @@ def test_timeline_into_a_run_directory_replaces_only_its_own_figure(tmp_path):
     assert_refused(tfa("timeline", str(out)), "timeline.svg", "-o FILE")
     assert (out / "timeline.svg").read_bytes() == before
     assert tfa("timeline", str(out), "-o", str(tmp_path / "t.svg")).code == 0 and (tmp_path / "t.svg").exists()
+
+
+def test_a_runs_files_get_the_umask_permissions_not_private_ones(tmp_path):
+    """mkstemp and mkdtemp make 0600 files and 0700 directories; a finished run is readable like any file
+    the user writes (here umask 022: files 0644, dumps/ 0755)."""
+    old = os.umask(0o022)
+    try:
+        r = tfa("run", *SMALL, "--intermediate-check", "--out", str(tmp_path / "out"))
+    finally:
+        os.umask(old)
+    assert r.code == 0, r.err
+    out = tmp_path / "out"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
+    assert modes["dumps"] == 0o755 and modes["summary.json"] == 0o644 and modes["o.npy"] == 0o644, modes
+    assert all(m == 0o644 for name, m in modes.items() if name != "dumps"), modes
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in (out / "dumps").iterdir())

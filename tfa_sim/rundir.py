@@ -33,6 +33,14 @@ FILE_LIST = ".tfa-sim-files.json"
 STAGE_PREFIX = ".tfa-sim-stage."
 
 
+def created_mode(directory: bool = False) -> int:
+    """The permissions ``open``/``mkdir`` would give under the process umask (mkstemp and mkdtemp make their
+    files private, 0600/0700; a finished run is as readable as any file the user writes)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Write ``path`` through a fresh temporary file in its directory, renamed into place when complete."""
     try:
@@ -42,6 +50,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
+            os.fchmod(fh.fileno(), created_mode())
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -199,6 +208,7 @@ class RunDir:
         try:
             if into is not None:
                 self.add([f"{into}/", *(f"{into}/{n}" for n in names)])
+                os.chmod(staged, created_mode(directory=True))
                 os.rename(staged, self.path / into)
                 return names
             self.refuse_foreign(names)
