@@ -18,12 +18,18 @@ from tfa_sim.sweep.execute import TEST_SIGNAL_ENV
 from tfa_sim.sweep.pool import WorkerPool
 
 
+def _interruptible() -> None:
+    """SIGINT as a terminal delivers it: a background job of a shell script (a CI runner, ``cmd &``) starts
+    with SIGINT ignored, and the sweep would inherit that and never see its Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def killed_at(spec: Path, out: Path, signal_name: str, after: int, jobs: int) -> subprocess.Popen:
     """Start a sweep that sends itself ``signal_name`` right after writing its ``after``-th row."""
     env = {**os.environ, TEST_SIGNAL_ENV: f"{signal_name}:{after}"}
     return subprocess.Popen([sys.executable, "-m", "tfa_sim", "sweep", str(spec), "--out", str(out), "--jobs",
                              str(jobs), "--no-progress", "--no-plots"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
