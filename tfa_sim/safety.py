@@ -19,6 +19,7 @@ import os
 import re
 import reprlib
 import stat
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,9 @@ def load_npy(data: bytes, path: str | os.PathLike, what: str) -> np.ndarray:
         reader = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
         if reader is None:
             raise ValueError(f"format version {version[0]}.{version[1]} is not read here; save with numpy.save")
-        shape, fortran, dtype = reader(fh)
+        with warnings.catch_warnings():  # a Python 2 header parses (with a UserWarning); the checks below decide
+            warnings.simplefilter("ignore")
+            shape, fortran, dtype = reader(fh)
     except Exception as exc:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError…
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{what} {path} is not a .npy array ({first})") from None
