@@ -279,15 +279,14 @@ def validate(log: EventLog) -> None:
     """Every value of a loaded log is one a run writes: known units, pipes of their unit, stages, causes;
     finite times with end ≥ start; unique ids; dependencies on logged, earlier instructions (so no cycle)."""
     from tfa_sim.engine.chip import DISPATCH
-    from tfa_sim.stages import STAGES
-    from tfa_sim.stages.combine import STAGE as COMBINE
+    from tfa_sim.stages import LOGGED_STAGES
     from tfa_sim.units import LANES, TRACKS, parse_unit
 
     for u in log.names("units"):
         m = re.fullmatch(r"core([0-9]{1,6})\.(cubecore0|veccore([0-9]))", u)
         if m is None or int(m[3] or 0) >= LANES:
             raise ValueError(f"unit {u[:40]!r} is not one of a chip's")
-    bad = [s for s in log.names("stages") if s not in (*STAGES, COMBINE, DISPATCH)]
+    bad = [s for s in log.names("stages") if s not in (*LOGGED_STAGES, DISPATCH)]
     if bad:
         raise ValueError(f"stage {bad[0][:40]!r} unknown")
     ev, edges, slots = log.events.view(), log.edges.view(), log.slots.view()

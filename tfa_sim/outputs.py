@@ -22,8 +22,7 @@ from tfa_sim.errors import InputError
 from tfa_sim.events import CAUSES, EventLog, read_log
 from tfa_sim.rundir import atomic_write as _atomic
 from tfa_sim.safety import decode_text, os_problem, read_bytes, require_fields, show
-from tfa_sim.stages import STAGES
-from tfa_sim.stages.combine import STAGE as COMBINE
+from tfa_sim.stages import LOGGED_STAGES
 from tfa_sim.units import LANES, TRACKS, parse_unit
 
 
@@ -181,7 +180,7 @@ def _record(row: list[str]) -> Record:
     unit = re.fullmatch(r"core([0-9]{1,6})\.(cubecore0|veccore([0-9]))", row[1])
     if unit is None or int(unit[3] or 0) >= LANES or row[2] not in TRACKS[parse_unit(row[1]).kind]:
         raise ValueError(f"unit/pipe {show(row[1])} {show(row[2])} is not one of a chip's")
-    if row[3] not in (*STAGES, COMBINE, DISPATCH):
+    if row[3] not in (*LOGGED_STAGES, DISPATCH):
         raise ValueError(f"stage {show(row[3])} unknown")
     slots = {k: _int(v) for k, _, v in (kv.partition("=") for kv in row[12].split(";") if kv)}
     deps = []

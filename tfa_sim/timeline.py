@@ -196,7 +196,7 @@ def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
     fig, axes = plt.subplots(len(views), 1, figsize=(16, sum(heights) + 0.6), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": heights})
     end = max(max(b.end for b in v.bars) for v in views)
-    begin = min(min(b.start for b in v.bars) for v in views)  # the launch overhead before it is not drawn
+    begin = min(min(b.start for b in v.bars) for v in views)  # the host launch before cycle 0 is not drawn
     for ax, view in zip(axes[:, 0], views):
         _draw(ax, view, begin, end, arrows)
     axes[-1, 0].set_xlabel("cycles")
@@ -240,8 +240,8 @@ def _draw(ax: Any, view: RunView, begin: float, end: float, arrows: bool) -> Non
     if view.summary["total_cycles"] <= end + margin:
         ax.axvline(view.summary["total_cycles"], color="black", lw=1, ls="--")
     first = min(b.start for b in view.bars)
-    ax.set_title(f"{view.title}\n{view.makespan}; first instruction at cycle {first:.0f} (launch and dispatch "
-                 f"before it not drawn)", fontsize=9, loc="left")
+    ax.set_title(f"{view.title}\n{view.makespan}; first bar at cycle {first:.0f} (kernel start and block dispatch "
+                 f"drawn; the host launch before cycle 0 is not)", fontsize=9, loc="left")
     ax.grid(axis="x", alpha=0.3)
 
 

@@ -56,11 +56,6 @@ def parse_unit(name: str) -> Unit:
     return Unit(int(core[4:]), kind, int(unit[len(kind) + 4:]))
 
 
-def pipe_name(unit: str, pipe: str) -> str:
-    """``core0.cubecore0`` + ``FIX`` → ``core0.cubecore0.FIX``."""
-    return f"{unit}.{pipe}"
-
-
 def pipe_kind(full_name: str) -> str:
     """``core3.veccore1.V`` → ``vec.V``; ``core0.cubecore0.FIX`` → ``cube.FIX``."""
     unit, _, pipe = full_name.rpartition(".")

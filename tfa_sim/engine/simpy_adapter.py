@@ -44,26 +44,6 @@ def _call_at_fast(env: simpy.Environment, delay: float, callback: Callable[[Any]
     heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Callback(env, callback)))
 
 
-class Alarm:
-    """One callback that is scheduled again and again, never twice at once (a pipe's next completion): with
-    the shortcuts the same event object is reused instead of a new one per schedule."""
-
-    __slots__ = ("env", "callback", "event")
-
-    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
-        self.env, self.callback = env, callback
-        self.event = _Callback(env, callback)
-
-    def set(self, delay: float) -> None:
-        """Call the callback ``delay`` cycles from now."""
-        env = self.env
-        if PUBLIC_API:
-            env.timeout(delay).callbacks.append(self.callback)
-            return
-        event = self.event
-        event.callbacks = [self.callback]  # SimPy clears the list when it processes the event
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), event))
-
 
 #: ``call_at(env, delay, callback)``: call ``callback(event)`` ``delay`` cycles from now.
 call_at = _call_at_public if PUBLIC_API else _call_at_fast

@@ -17,3 +17,7 @@ from __future__ import annotations
 
 #: Stage names in report order (the engine knows them only as labels).
 STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")
+#: The split-S1 combine launch's stage (tfa_sim/stages/combine.py).
+COMBINE = "combine"
+#: Every stage an event log may name.
+LOGGED_STAGES = (*STAGES, COMBINE)

@@ -32,10 +32,11 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
 from tfa_sim.masks import Rows
+from tfa_sim.stages import COMBINE
 from tfa_sim.stages.block_kernel import Numerics, Partials
 from tfa_sim.units import LANES, vec_unit
 
-STAGE = "combine"
+STAGE = COMBINE
 
 
 @dataclass(frozen=True)
