@@ -5,11 +5,15 @@ runs the same prologue, steady loop and tail, only longer or shorter) has, in
 the steady state, a time that grows linearly with the tiles per block and
 linearly with the full waves of blocks.  A folded run simulates short samples
 of the launch — its first one and two waves (and the first wave with the
-partial last one), each block cut to its first k ∈ :data:`TILES` tiles — and
-combines them (:class:`_Plan`) into the full launch's time.  GM and HBM bytes
+partial last one), each block cut to its first k tiles for two cut lengths past
+the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
+the full launch's time.  GM and HBM bytes
 are combined the same way; busy shares, stalls and the bound pipe are those of
 the largest sample.  A dimension already within its samples is simulated in
-full (no fold along it); the combine launch folds over waves only.
+full (no fold along it); the combine launch folds over waves only.  The
+samples are independent simulations: where a second CPU is free and the caller
+is not itself a sweep worker, a forked process runs about half of them
+(:func:`_measure`); the figures are the same either way.
 
 Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
 --fold``, ``[sweep] fold = true``); its error against full runs is measured in
@@ -21,16 +25,30 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+import multiprocessing as mp
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from tfa_sim.blocks import Block
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
 from tfa_sim.hardware import Hardware
 
-#: Tiles per block and blocks per core of the samples.
-TILES = (12, 20)
+#: Blocks per core of the samples.
 WAVES = (1, 2)
+#: Steady-state tiles in the short and the long cut, after the ``qk_preload`` tiles of the prologue.
+STEADY_TILES = (4, 8)
+
+Key = tuple[int, int | None]  # (blocks, tiles per block or None for all)
+Figures = tuple[float, int, int]  # total_cycles, gm_bytes, hbm_bytes
+
+
+def cuts(qk_preload: int) -> tuple[int, int]:
+    """The two cut lengths: the prologue issues ``qk_preload`` QK tiles ahead, after which every tile adds the
+    same work, so two cuts past it set the line that :class:`_Plan` extrapolates (bench_fold.py measures it)."""
+    return qk_preload + STEADY_TILES[0], qk_preload + STEADY_TILES[1]
 
 
 def _cut(block: Any, tiles: int) -> Any:
@@ -66,17 +84,21 @@ class _Plan:
     extra).  Along the tiles: two cut lengths, extrapolated linearly to the longest block's tiles.
     """
 
-    def __init__(self, kernel: Kernel, hw: Hardware) -> None:
+    def __init__(self, kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int]) -> None:
         n = len(kernel.blocks)
         self.cores = min(hw.cube_cores, n)
         self.full_waves, self.rest = divmod(n, self.cores)
         self.tiles = max((b.tiles for b in kernel.blocks if isinstance(b, Block)), default=0)
-        self.cuts: tuple[int | None, ...] = TILES if self.tiles > TILES[-1] else (None,)
+        self.cuts: tuple[int | None, ...] = tile_cuts if self.tiles > tile_cuts[-1] else (None,)
         waves = self.full_waves > WAVES[-1]
         extra = [self.cores + self.rest] if waves and self.rest else []
         self.counts = [w * self.cores for w in WAVES] + extra if waves else [n]
 
-    def combine(self, values: dict[tuple[int, int | None], float]) -> float:
+    @property
+    def keys(self) -> list[Key]:
+        return [(n, k) for n in self.counts for k in self.cuts]
+
+    def combine(self, values: dict[Key, float]) -> float:
         """The full launch's value from the samples' (``values[count, cut]``)."""
         def at(cut: int | None) -> float:
             if len(self.counts) == 1:
@@ -93,26 +115,69 @@ class _Plan:
         return lo + (hi - lo) * (self.tiles - k1) / (k2 - k1)
 
 
-def _fold_launch(kernel: Kernel, hw: Hardware) -> tuple[SimResult, dict[str, Any]]:
+def _figures(kernel: Kernel, hw: Hardware, keys: Sequence[Key]) -> list[Figures]:
+    """The time and bytes of each sample in ``keys``."""
+    return [(r.total_cycles, r.gm_bytes, r.hbm_bytes) for r in (_sample(kernel, hw, *k) for k in keys)]
+
+
+def _second_cpu() -> bool:
+    """A forked helper can run samples: Linux, two CPUs for this process, and not inside a sweep worker
+    (those are daemonic, and the sweep's ``--jobs`` already spreads the points over the CPUs)."""
+    return (sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2
+            and not mp.current_process().daemon)
+
+
+def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
+             parallel: bool) -> tuple[SimResult, dict[Key, Figures]]:
+    """The largest sample's full result and every sample's figures.  With ``parallel`` a forked process runs
+    the samples that the largest leaves over, about half the work (blocks × tiles) of them all; if it fails,
+    they are run here again, which raises the error (a deadlock diagnosis, say) where it can be reported."""
+    weight = {k: k[0] * (k[1] or 1) for k in keys}
+    here: list[Key] = [largest]
+    there: list[Key] = []
+    for k in sorted((k for k in keys if k != largest), key=weight.__getitem__, reverse=True):
+        lighter = here if sum(map(weight.__getitem__, here)) <= sum(map(weight.__getitem__, there)) else there
+        lighter.append(k)
+    pool = ProcessPoolExecutor(1, mp.get_context("fork")) if parallel and there else None
+    helper = pool.submit(_figures, kernel, hw, there) if pool else None
+    result = _sample(kernel, hw, *largest)
+    figures = {largest: (result.total_cycles, result.gm_bytes, result.hbm_bytes)}
+    figures.update(zip(here[1:], _figures(kernel, hw, here[1:])))
+    try:
+        away = helper.result() if helper else _figures(kernel, hw, there)
+    except Exception:  # noqa: BLE001 - rerun here so the real error surfaces with its own type and message
+        away = _figures(kernel, hw, there)
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+    figures.update(zip(there, away))
+    return result, figures
+
+
+def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
+                 parallel: bool) -> tuple[SimResult, dict[str, Any]]:
     """A launch's largest sample with its time and bytes replaced by the plan's combination."""
-    plan = _Plan(kernel, hw)
-    samples = {(n, k): _sample(kernel, hw, n, k) for n in plan.counts for k in plan.cuts}
-    largest = samples[max(samples, key=lambda p: (p[0], p[1] or 0))]
+    plan = _Plan(kernel, hw, tile_cuts)
+    largest = max(plan.keys, key=lambda p: (p[0], p[1] or 0))
+    result, figures = _measure(kernel, hw, plan.keys, largest, parallel)
 
-    def fit(get: Callable[[SimResult], float]) -> float:
-        return plan.combine({p: get(r) for p, r in samples.items()})
+    def fit(i: int) -> float:
+        return plan.combine({p: f[i] for p, f in figures.items()})
 
-    largest.total_cycles = fit(lambda r: r.total_cycles)
-    largest.gm_bytes, largest.hbm_bytes = round(fit(lambda r: r.gm_bytes)), round(fit(lambda r: r.hbm_bytes))
-    largest.blocks = len(kernel.blocks)
-    largest.waves = plan.full_waves + (plan.rest > 0)
-    return largest, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in samples],
-                     "blocks": len(kernel.blocks), "tiles": plan.tiles}
+    result.total_cycles = fit(0)
+    result.gm_bytes, result.hbm_bytes = round(fit(1)), round(fit(2))
+    result.blocks = len(kernel.blocks)
+    result.waves = plan.full_waves + (plan.rest > 0)
+    return result, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in plan.keys],
+                    "blocks": len(kernel.blocks), "tiles": plan.tiles}
 
 
-def simulate_folded(kernels: Sequence[Kernel], hw: Hardware) -> SimResult:
-    """The launches folded one by one and laid end to end (docs in the module docstring)."""
-    parts = [_fold_launch(k, hw) for k in kernels]
+def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int,
+                    parallel: bool | None = None) -> SimResult:
+    """The launches folded one by one and laid end to end (docs in the module docstring); ``parallel``
+    (default: when :func:`_second_cpu`) runs part of the samples in a forked process."""
+    use_fork = _second_cpu() if parallel is None else parallel
+    parts = [_fold_launch(k, hw, cuts(qk_preload), use_fork) for k in kernels]
     first, start, launches = parts[0][0], 0.0, []
     for (result, _), kernel in zip(parts, kernels):
         own = result.launches[0]

@@ -56,7 +56,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
                          "or drop --fold")
     refused = foldable(kernels) if fold else None
     if fold and refused is None:
-        result = simulate_folded(kernels, hw)
+        result = simulate_folded(kernels, hw, config.schedule.qk_preload)
     else:
         result = run_chip(kernels, hw, log_events)
         result.folded = refused and f"not folded: {refused}"

@@ -1,0 +1,73 @@
+"""Folded timing-only runs (tfa_sim.fold) against the full simulation of the same launch."""
+from __future__ import annotations
+
+import pytest
+
+from tfa_sim.config import build_config
+from tfa_sim.errors import InputError
+from tfa_sim.fold import cuts, simulate_folded
+from tfa_sim.hardware import load_hardware
+from tfa_sim.simulation import launches, simulate
+
+DECODE = {"heads": 32, "kv_heads": 8, "s0": 1}
+
+
+def timing(case: dict, schedule: dict | None = None):
+    config = build_config({"case": {**DECODE, **case}, "schedule": schedule or {}, "numerics": {"enabled": False}})
+    return config, load_hardware(config.hardware)
+
+
+@pytest.mark.parametrize(("case", "schedule", "samples"), [
+    # 128 blocks on 24 cores (5 waves and 8 blocks), 16 tiles: waves 1, 2 and the partial one × two cuts
+    ({"batch": 4, "s1": 4096}, {}, [[24, 8], [24, 12], [48, 8], [48, 12], [32, 8], [32, 12]]),
+    # a deeper preload moves both cuts past its prologue
+    ({"batch": 4, "s1": 4096}, {"qk_preload": 6}, [[24, 10], [24, 14], [48, 10], [48, 14], [32, 10], [32, 14]]),
+    # one wave of 8 blocks: folded along the tiles only
+    ({"batch": 1, "heads": 8, "kv_heads": 2, "s0": 16, "s1": 8192}, {"qk_preload": 2}, [[8, 6], [8, 10]]),
+])
+def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
+    """Blocks of one shape in whole waves: the fold's linear combination is the full run's time (the
+    steady state repeats exactly) and its bytes are the full run's bytes."""
+    config, hw = timing(case, schedule)
+    full = simulate(config, hw, None, log_events=False)
+    folded = simulate(config, hw, None, log_events=False, fold=True)
+    assert folded.folded[0]["samples"] == samples
+    assert folded.total_cycles == pytest.approx(full.total_cycles, rel=1e-4)
+    assert (folded.gm_bytes, folded.hbm_bytes) == (full.gm_bytes, full.hbm_bytes)
+    assert folded.blocks == full.blocks and folded.waves == full.waves
+
+
+def test_split_s1_folds_both_launches_over_waves():
+    """Split-S1: 256 four-tile chunks fold over waves only, then the combine launch is laid after them."""
+    config, hw = timing({"batch": 2, "s0": 100, "s1": 4096}, {"s1_split": 4})
+    full = simulate(config, hw, None, log_events=False)
+    folded = simulate(config, hw, None, log_events=False, fold=True)
+    assert [f["launch"] for f in folded.folded] == ["tfa", "combine"]
+    assert folded.folded[0]["samples"] == [[24, None], [48, None], [40, None]]
+    assert folded.total_cycles == pytest.approx(full.total_cycles, rel=0.01)
+    assert folded.gm_bytes == full.gm_bytes
+    tfa, combine = folded.launches
+    assert combine.start == tfa.end and combine.end == folded.total_cycles
+
+
+def test_samples_in_a_forked_process_give_the_same_figures():
+    config, hw = timing({"batch": 4, "s1": 4096})
+    kernels = launches(config, hw, None)
+    serial = simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=False)
+    forked = simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=True)
+    assert (forked.total_cycles, forked.gm_bytes, forked.hbm_bytes) == \
+        (serial.total_cycles, serial.gm_bytes, serial.hbm_bytes)
+
+
+def test_cuts_start_after_the_prologue():
+    assert cuts(0) == (4, 8) and cuts(4) == (8, 12)
+
+
+def test_masked_runs_are_simulated_in_full_and_numerics_are_refused():
+    config = build_config({"case": {"s0": 1024, "s1": 4096, "causal": True}, "numerics": {"enabled": False}})
+    hw = load_hardware(config.hardware)
+    result = simulate(config, hw, None, log_events=False, fold=True)
+    assert result.folded == "not folded: the causal mask makes blocks differ"
+    assert result.total_cycles == simulate(config, hw, None, log_events=False).total_cycles
+    with pytest.raises(InputError, match="--no-numerics"):
+        simulate(config, hw, None, log_events=True, fold=True)
