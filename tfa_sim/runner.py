@@ -125,7 +125,7 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         # releases the GIL in their matmuls, exps and casts, so they take the second core)
         references = pool.submit(reference_outputs, numerics.inputs, config) if numerics is not None else None
         sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold)
-        golden = goldens(numerics, *references.result(), config) if references is not None else None
+        golden = goldens(numerics, *references.result(), config) if numerics and references else None
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
