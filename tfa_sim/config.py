@@ -104,6 +104,7 @@ class NumericsConfig:
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed
     blas_threads: int = 1  # BLAS threads for the numerics' matmuls (tfa_sim.blas: small matmuls run best on one)
+    threads: int = 0  # threads running finished blocks' stage kernels (engine/ops.py); 0: this process's CPUs
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("numerics", "mem_limit_gib"): (0, None, True),  # 0: the default, a share of the memory available
     ("case", "window"): (1, None, True),  # leave the key out for no window
     ("numerics", "blas_threads"): (1, 1024, True),
+    ("numerics", "threads"): (0, 1024, True),  # 0: the CPUs this process may use (1 in a sweep worker)
 }
 #: Settings whose default None means "absent" (a given value must be set), with an example value of their type.
 OPTIONAL = {("case", "window"): 1024}

@@ -129,7 +129,8 @@ def write_dumps(tmp: Path, recorder: DumpRecorder, config: Config) -> int:
     complete (``RunDir.commit``); returns the bytes written."""
     manifest = []
     written = 0
-    for d in recorder.done:
+    # in simulated completion order; with numerics.threads > 1 blocks record in any order (engine/ops.py)
+    for d in sorted(recorder.done, key=lambda d: (d.event["end_cycle"], d.block, d.tile, d.name)):
         item = BY_NAME[d.name]
         base = f"block{d.block}_{d.name}{d.tile}"
         np.save(tmp / f"{base}.npy", d.data, allow_pickle=False)

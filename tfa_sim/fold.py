@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import multiprocessing as mp
-import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -34,6 +33,7 @@ from typing import Any
 
 from tfa_sim.blocks import Block
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
+from tfa_sim.engine.ops import spare_cpus
 from tfa_sim.hardware import Hardware
 
 #: Blocks per core of the samples.
@@ -120,13 +120,6 @@ def _figures(kernel: Kernel, hw: Hardware, keys: Sequence[Key]) -> list[Figures]
     return [(r.total_cycles, r.gm_bytes, r.hbm_bytes) for r in (_sample(kernel, hw, *k) for k in keys)]
 
 
-def _second_cpu() -> bool:
-    """A forked helper can run samples: Linux, two CPUs for this process, and not inside a sweep worker
-    (those are daemonic, and the sweep's ``--jobs`` already spreads the points over the CPUs)."""
-    return (sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2
-            and not mp.current_process().daemon)
-
-
 def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
              parallel: bool) -> tuple[SimResult, dict[Key, Figures]]:
     """The largest sample's full result and every sample's figures.  With ``parallel`` a forked process runs
@@ -175,8 +168,8 @@ def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
 def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int,
                     parallel: bool | None = None) -> SimResult:
     """The launches folded one by one and laid end to end (docs in the module docstring); ``parallel``
-    (default: when :func:`_second_cpu`) runs part of the samples in a forked process."""
-    use_fork = _second_cpu() if parallel is None else parallel
+    (default: on Linux with a CPU to spare, ``spare_cpus``) runs part of the samples in a forked process."""
+    use_fork = spare_cpus() > 1 and sys.platform.startswith("linux") if parallel is None else parallel
     parts = [_fold_launch(k, hw, cuts(qk_preload), use_fork) for k in kernels]
     first, start, launches = parts[0][0], 0.0, []
     for (result, _), kernel in zip(parts, kernels):

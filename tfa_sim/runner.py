@@ -31,7 +31,7 @@ from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
 from tfa_sim.rundir import RunDir
-from tfa_sim.simulation import simulate
+from tfa_sim.simulation import launches, simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.trace import collect_counters, write_trace
 
@@ -121,10 +121,11 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
     numerics = prepare_numerics(config, inputs_dir, summary)
     with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext(), \
             ThreadPoolExecutor(1, "golden") as pool:
+        kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
         # the goldens need only the inputs: a second thread computes them while the simulation runs (numpy
         # releases the GIL in their matmuls, exps and casts, so they take the second core)
         references = pool.submit(reference_outputs, numerics.inputs, config) if numerics is not None else None
-        sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold)
+        sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
         golden = goldens(numerics, *references.result(), config) if numerics and references else None
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)

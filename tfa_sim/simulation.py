@@ -12,6 +12,7 @@ import numpy as np
 from tfa_sim.blocks import Block, config_mask, row_groups
 from tfa_sim.config import Config
 from tfa_sim.engine.chip import Kernel, SimResult, run_chip
+from tfa_sim.engine.ops import spare_cpus
 from tfa_sim.errors import InputError
 from tfa_sim.fold import foldable, simulate_folded
 from tfa_sim.hardware import Hardware
@@ -46,11 +47,17 @@ def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
             "s1_split": max((b.chunks for b in blocks), default=1)}
 
 
+def op_threads(config: Config) -> int:
+    """Worker threads for the blocks' stage kernels: ``numerics.threads``, 0 meaning every CPU to spare."""
+    return config.numerics.threads or spare_cpus()
+
+
 def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,
-             fold: bool = False) -> SimResult:
+             fold: bool = False, kernels: list[Kernel] | None = None) -> SimResult:
     """Run the whole kernel once; fills ``numerics.out`` when numerics are on.  ``fold``: a timing-only
-    run without event log is estimated from short samples where that is sound (:mod:`tfa_sim.fold`)."""
-    kernels = launches(config, hw, numerics)
+    run without event log is estimated from short samples where that is sound (:mod:`tfa_sim.fold`).
+    ``kernels``: the run's launches if built already (``launches(config, hw, numerics)``)."""
+    kernels = kernels or launches(config, hw, numerics)
     if fold and (numerics is not None or log_events):
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
                          "or drop --fold")
@@ -58,7 +65,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     if fold and refused is None:
         result = simulate_folded(kernels, hw, config.schedule.qk_preload)
     else:
-        result = run_chip(kernels, hw, log_events)
+        result = run_chip(kernels, hw, log_events, op_threads(config) if numerics is not None else 1)
         result.folded = refused and f"not folded: {refused}"
     result.work = work(config, kernels[0].blocks)
     return result

@@ -25,6 +25,7 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.diagnose import deadlock_report
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream, Program
+from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.pipes import Pipe, Stats
 from tfa_sim.errors import ScheduleError
 from tfa_sim.hardware import Hardware
@@ -37,8 +38,9 @@ class BlockRun(Protocol):
     def programs(self) -> Sequence[tuple[Sequence[Pipe], Program]]:
         """Each unit's pipes and program, in issue order."""
 
-    def finish(self) -> None:
-        """Called when every program has completed: check the buffers are clean, drop the tiles."""
+    def finish(self, keep_tiles: bool = False) -> None:
+        """Called when every program has completed: check the buffers are clean, drop the tiles (unless
+        ``keep_tiles``: the block's data steps have yet to run, engine/ops.py)."""
 
     def restart(self, block: Any) -> None:
         """Reset the buffers for ``block``, whose programs replay this run's template."""
@@ -113,9 +115,10 @@ def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:
 class _Chip:
     """The cores, GM and statistics of one run, and the processes that run its launches."""
 
-    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str]) -> None:
+    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str], op_threads: int) -> None:
         self.hw, self.env = hw, simpy.Environment()
         self.stats = Stats(log_events, stages)
+        self.stats.ops = BlockOps(op_threads) if op_threads > 1 else None
         self.gm = GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth, hw.gm.miss_latency)
         self.cores: list[Core] = []  # created as launches need them (unused cores have no pipes in the stats)
         self.launches: list[Launch] = []
@@ -133,6 +136,8 @@ class _Chip:
             self.running = [(core, self.env.process(self.run_core(kernel, core, queue, busy, ends)))
                             for core, queue in zip(self.cores, dispatch(blocks, n))]
             yield simpy.AllOf(self.env, [proc for _, proc in self.running])
+            if self.stats.ops is not None:
+                self.stats.ops.drain()  # the next launch may read what this one's blocks wrote
             first = blocks[0].index if blocks else 0
             self.launches.append(Launch(kernel.name, first, len(blocks), n, start, max(ends, default=start)))
             self.busy.append(busy)
@@ -179,13 +184,18 @@ class _Chip:
             done = stream.done()
             if done is not None:
                 yield done
-        run.finish()
+        ops = self.stats.ops
+        run.finish(keep_tiles=ops is not None)
+        if ops is not None:
+            ops.block_done(block.index, run)
 
 
-def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool = True) -> SimResult:
-    """Run the kernels (one launch each, in order) once on ``hw``; time 0 is the first launch's start."""
+def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool = True,
+             op_threads: int = 1) -> SimResult:
+    """Run the kernels (one launch each, in order) once on ``hw``; time 0 is the first launch's start.
+    ``op_threads`` > 1: the numerics' data steps run per block on that many worker threads (engine/ops.py)."""
     launches = [kernels] if not isinstance(kernels, Sequence) else list(kernels)
-    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s])
+    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s], op_threads)
     launcher = chip.env.process(chip.run_launches(launches))
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
     # a fifth of the wall time on large runs.  Blocks drop their tiles when they end
@@ -194,8 +204,10 @@ def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool 
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        chip.env.run()
+        chip.env.run()  # each launch drains its blocks' data steps before the next starts
     finally:
+        if chip.stats.ops is not None:
+            chip.stats.ops.close()
         if gc_was_enabled:
             gc.enable()
     if launcher.is_alive:

@@ -20,6 +20,7 @@ import simpy
 
 from tfa_sim.buffers.pools import Pool, Slot
 from tfa_sim.engine.gm import MISS
+from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import call_at, now
 from tfa_sim.events import CAUSES, EventLog
 from tfa_sim.units import parse_unit
@@ -141,6 +142,7 @@ class Stats:
         self.pools: list[Any] = []  # pools / FIFOs with occupancy samples (when logging)
         self.next_id = 0
         self.events: EventLog | None = EventLog() if log_events else None
+        self.ops: BlockOps | None = None  # with numerics.threads > 1: data steps run per block on workers
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
@@ -340,8 +342,11 @@ class Pipe:
             ins.id = stats.next_id
             stats.next_id += 1
         if ins.op is not None:
-            for step in ins.op:
-                step(ins)
+            if stats.ops is not None:
+                stats.ops.add(ins)  # run with its block's steps on a worker (engine/ops.py)
+            else:
+                for step in ins.op:
+                    step(ins)
         for effect in ins.then:
             effect(ins)
         ins.finished = True

@@ -217,8 +217,9 @@ class BlockKernel:
         return [self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c, *self.ub_src,
                 *self.ub_x_exp]
 
-    def finish(self) -> None:
-        """At block end every flag must be back to zero and every slot released; then drop the tiles."""
+    def finish(self, keep_tiles: bool = False) -> None:
+        """At block end every flag must be back to zero and every slot released; then drop the tiles (unless
+        ``keep_tiles``: engine/ops.py runs the block's data steps first)."""
         flags = [*self.qk_fifo.flags(), *self.p_fifo.flags(), *self.pv_fifo.flags(), *self.block_end]
         for flag in flags:
             if flag.pending:
@@ -229,7 +230,8 @@ class BlockKernel:
             if pool.in_use:
                 raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of block "
                                   f"{self.block.index} (cycle {self.env.now:.0f})")
-        self.restart(self.block)
+        if not keep_tiles:
+            self.restart(self.block)
 
     def restart(self, block: Block) -> None:
         """Reset every buffer, FIFO and flag to its initial state (dropping the tiles), for ``block``."""

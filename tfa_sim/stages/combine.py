@@ -139,12 +139,14 @@ class CombineRun:
               op: Any = None, then: tuple[Any, ...] = (), nbytes: int = 0) -> Instr:
         return Instr(pipe, STAGE, self.block.index, 0, sub, kind, cost, waits, op, then, nbytes, 0)
 
-    def finish(self) -> None:
+    def finish(self, keep_tiles: bool = False) -> None:
+        """At block end every UB slot must be released; then drop the tiles (unless ``keep_tiles``)."""
         for pool in self.ub_o:
             if pool.in_use:
                 raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of combine block "
                                   f"{self.block.index} (cycle {self.env.now:.0f})")
-        self.restart(self.block)
+        if not keep_tiles:
+            self.restart(self.block)
 
     def restart(self, block: CombineBlock) -> None:
         self.block = block
