@@ -7,7 +7,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from tfa_sim.engine.report import timing_summary
 from tfa_sim.hardware import load_hardware
 from tfa_sim.outputs import read_events, read_summary
 from tfa_sim.simulation import simulate
-from tfa_sim.timeline import make_view
+from tfa_sim.timeline import STAGES, Bar, RunView, make_view, render
 
 UNIT = re.compile(r"^core\d+\.(cubecore0|veccore[01])$")
 PIPES = {"cubecore0": {"dispatch", "MTE2", "MTE1", "M", "FIX"}, "veccore0": {"MTE2", "V", "MTE3"},
@@ -128,6 +129,200 @@ def test_gantt_figures_show_summary_makespans(preload_runs, tmp_path):
     tfa("timeline", runs[2], "-o", str(svg), "--by", "stage", "--arrows", "--tiles", "0:2")
     text = svg.read_text()
     assert text.startswith("<?xml") and "qk_preload 4" in text
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+COLOUR = {colour: stage for stage, (_, colour) in STAGES.items()}
+
+
+def draw(views: list, path: Path, arrows: bool = False) -> ET.Element:
+    """``render`` to ``path`` (an .svg) and the parsed document's root."""
+    render(views, path, arrows)
+    assert path.read_bytes().startswith(b"<?xml")
+    return ET.parse(path).getroot()
+
+
+def groups(root: ET.Element, cls: str) -> list[ET.Element]:
+    return [g for g in root.iter(f"{SVG}g") if g.get("class") == cls]
+
+
+def only(root: ET.Element, cls: str) -> ET.Element:
+    (g,) = groups(root, cls)
+    return g
+
+
+def cycle_at(panel: ET.Element, x: float) -> float:
+    """The cycle at pixel ``x`` by the scale the panel states."""
+    return float(panel.get("data-cycle0")) + (x - float(panel.get("data-x0"))) / float(panel.get("data-scale"))
+
+
+def px(panel: ET.Element) -> float:
+    """Cycles per 1/100 px, the precision of the coordinates written."""
+    return 0.01 / float(panel.get("data-scale"))
+
+
+def frame(panel: ET.Element) -> tuple[float, float, float, float]:
+    (rect,) = [r for r in panel.iter(f"{SVG}rect") if r.get("class") == "frame"]
+    return tuple(float(rect.get(k)) for k in ("x", "y", "width", "height"))
+
+
+def geometry(rect: ET.Element) -> tuple[float, float, float, float]:
+    return tuple(float(rect.get(k)) for k in ("x", "y", "width", "height"))
+
+
+@pytest.fixture(scope="module")
+def p4(preload_runs):
+    return read_summary(preload_runs / "p4"), read_events(preload_runs / "p4")
+
+
+@pytest.mark.parametrize("by", ["pipe", "stage", "unit"])
+def test_svg_bars_are_the_events_on_the_stated_scale(p4, by, tmp_path):
+    summary, events = p4
+    view = make_view("p4", summary, events, by=by)
+    root = draw([view], tmp_path / "t.svg")
+    panel = only(root, "panel")
+    busy = [e for e in events if e.end > e.start]
+    first, last = min(e.start for e in busy), max(e.end for e in busy)
+    assert float(panel.get("data-cycle0")) == pytest.approx(first - 0.02 * (last - first))
+    x, top, width, height = frame(panel)
+    assert cycle_at(panel, x + width) == pytest.approx(last + 0.02 * (last - first))
+    lanes = [t.text for t in only(panel, "lanes")]
+    assert lanes == view.lanes
+    rects = [r for r in panel.iter(f"{SVG}rect") if r.get("class") == "bar"]
+    assert len(rects) == len(view.bars)
+    drawn = []
+    for r in rects:
+        rx, ry, rw, rh = geometry(r)
+        row = int((ry + rh / 2 - top) // (height / len(lanes)))
+        centre = top + (row + 0.5) * height / len(lanes)
+        stage = COLOUR[r.get("fill")]
+        if by == "unit":  # QK/P in the upper half of the lane, the rest in the lower half
+            assert (ry + rh <= centre + 0.01) if stage in ("compute_qk", "compute_p") else (ry >= centre - 0.01)
+        else:
+            assert ry < centre < ry + rh
+        drawn.append((lanes[row], stage, cycle_at(panel, rx), cycle_at(panel, rx + rw)))
+    expected = sorted((b.lane, b.stage, b.start, b.end) for b in view.bars)
+    for got, want in zip(sorted(drawn), expected):
+        assert got[:2] == want[:2] and got[2:] == pytest.approx(want[2:], abs=2 * px(panel))
+    if by == "pipe":  # one bar per instruction group
+        assert Counter((e.unit, e.stage) for e in busy) == Counter((lane.rsplit(" ", 1)[0], stage)
+                                                                   for lane, stage, _, _ in drawn)
+
+
+def test_svg_makespan_title_legend_axes_and_tooltips(p4, tmp_path):
+    summary, events = p4
+    view = make_view("p4", summary, events)
+    root = draw([view], tmp_path / "t.svg")
+    panel = only(root, "panel")
+    (line,) = [ln for ln in panel.iter(f"{SVG}line") if ln.get("class") == "makespan"]
+    assert line.get("stroke-dasharray") and line.get("x1") == line.get("x2")
+    assert cycle_at(panel, float(line.get("x1"))) == pytest.approx(summary["total_cycles"], abs=px(panel))
+    (title,) = [t for t in root.iter(f"{SVG}text") if t.get("class") == "title"]
+    text = "".join(title.itertext())
+    assert "qk_preload 4" in text and f"makespan {summary['total_cycles']:.0f} cycles" in text
+    legend = [t.text for t in only(root, "legend").iter(f"{SVG}text")]
+    assert legend == [name for name, _ in STAGES.values()]
+    swatches = {r.get("fill") for r in only(root, "legend").iter(f"{SVG}rect")}
+    assert {r.get("fill") for r in panel.iter(f"{SVG}rect") if r.get("class") == "bar"} <= swatches
+    for name, scale in (("axis cycles", 1.0), ("axis us", summary["clock_mhz"])):
+        axis = only(root, name)
+        ticks = [(float(t.get("x")), float(t.text)) for t in axis.iter(f"{SVG}text") if t.get("font-size") is None]
+        assert 4 <= len(ticks) <= 12
+        for x, value in ticks:  # each value sits where the scale puts it
+            assert cycle_at(panel, x) == pytest.approx(value * scale, abs=px(panel))
+        steps = {round(b - a, 9) for (_, a), (_, b) in zip(ticks, ticks[1:])}
+        assert len(steps) == 1 and f"{steps.pop():.0e}"[0] in "125"
+    tooltips = ["".join(r.itertext()) for r in panel.iter(f"{SVG}rect") if r.get("class") == "bar"]
+    assert sorted(tooltips) == sorted(b.text.replace("<br>", "\n") for b in view.bars)
+    assert not list(only(panel, "arrows"))
+
+
+def test_svg_tile_numbers_and_arrows(p4, tmp_path):
+    summary, events = p4
+    view = make_view("p4", summary, events, by="stage", arrows=True)
+    root = draw([view], tmp_path / "t.svg", arrows=True)
+    panel = only(root, "panel")
+    span = max(b.end for b in view.bars) - min(b.start for b in view.bars)
+    wide = [b for b in view.bars if b.end - b.start >= 0.012 * span]
+    assert 0 < len(wide) < len(view.bars) <= 600
+    labels = only(panel, "tiles")
+    assert sorted(t.text for t in labels) == sorted(str(b.tile) for b in wide)
+    lines = list(only(panel, "arrows"))
+    assert len(lines) == len(view.arrows) > 0 and all(ln.get("marker-end") == "url(#head)" for ln in lines)
+    starts = sorted(cycle_at(panel, float(ln.get("x1"))) for ln in lines)
+    assert starts == pytest.approx(sorted(a[1] for a in view.arrows), abs=px(panel))
+    assert not list(only(draw([view], tmp_path / "u.svg", arrows=False), "arrows"))
+
+
+def test_svg_compare_stacks_panels_on_one_axis(preload_runs, tmp_path):
+    views = [make_view(f"p{p}", read_summary(preload_runs / f"p{p}"), read_events(preload_runs / f"p{p}"))
+             for p in (0, 4)]
+    root = draw(views, tmp_path / "t.svg")
+    panels = groups(root, "panel")
+    assert len(panels) == 2
+    assert {(p.get("data-cycle0"), p.get("data-scale")) for p in panels} == {(panels[0].get("data-cycle0"),
+                                                                             panels[0].get("data-scale"))}
+    assert frame(panels[0])[1] + frame(panels[0])[3] < frame(panels[1])[1]  # stacked, the first above
+    titles = ["".join(t.itertext()) for t in root.iter(f"{SVG}text") if t.get("class") == "title"]
+    assert ["qk_preload 0" in titles[0], "qk_preload 4" in titles[1]] == [True, True]
+    for panel, view in zip(panels, views):
+        assert sum(r.get("class") == "bar" for r in panel.iter(f"{SVG}rect")) == len(view.bars)
+    # p0 ends last: its makespan is on the axis; both makespans are drawn where they are
+    for panel, view in zip(panels, views):
+        (line,) = [ln for ln in panel.iter(f"{SVG}line") if ln.get("class") == "makespan"]
+        assert cycle_at(panel, float(line.get("x1"))) == pytest.approx(view.summary["total_cycles"], abs=px(panel))
+
+
+def test_svg_is_deterministic(preload_runs, tmp_path):
+    def once(name: str) -> bytes:
+        view = make_view("p2", read_summary(preload_runs / "p2"), read_events(preload_runs / "p2"), arrows=True)
+        render([view], tmp_path / name, arrows=True)
+        return (tmp_path / name).read_bytes()
+
+    assert once("a.svg") == once("b.svg")
+
+
+def test_svg_escapes_text_and_drops_tooltips_of_crowded_views(p4, tmp_path):
+    summary = {**p4[0], "case": "<case> & \"x\" \x01 \ud800"}
+    lanes = ["core0.cubecore0 <M>", "core0.veccore0 V&"]
+    bars = [Bar(lanes[i % 2], 10.0 * i, 10.0 * i + 8, "compute_qk", i, f"a<b>&<br>{i}") for i in range(12)]
+    root = draw([RunView("x", summary, lanes, bars, [])], tmp_path / "t.svg")
+    title = "".join(next(t for t in root.iter(f"{SVG}text") if t.get("class") == "title").itertext())
+    assert title.startswith('<case> & "x" \ufffd \ufffd on ')
+    assert [t.text for t in only(root, "lanes")] == lanes
+    tooltips = sorted("".join(r.itertext()) for r in root.iter(f"{SVG}rect") if r.get("class") == "bar")
+    assert tooltips == sorted(f"a<b>&\n{i}" for i in range(12))
+    crowd = [Bar(lanes[0], 2.0 * i, 2.0 * i + 1, "compute_p", i, "t") for i in range(5001)]
+    root = draw([RunView("x", summary, lanes, crowd, [])], tmp_path / "c.svg")
+    rects = [r for r in root.iter(f"{SVG}rect") if r.get("class") == "bar"]
+    assert len(rects) == 5001 and not any(len(r) for r in rects)
+    assert not list(only(root, "tiles"))  # over 600 bars: no tile numbers
+
+
+@pytest.mark.parametrize("lo, hi, ticks", [
+    (0, 100, [0, 20, 40, 60, 80, 100]),
+    (-753.3, 38418.3, [0, 5000, 10000, 15000, 20000, 25000, 30000, 35000]),
+    (-0.42, 21.34, [0, 5, 10, 15, 20]),
+    (13.6, 21.1, [14, 15, 16, 17, 18, 19, 20, 21]),
+    (0.0012, 0.0031, [0.0015, 0.002, 0.0025, 0.003]),  # span / 8 = 2.4e-4: the next round step is 5e-4
+])
+def test_nice_ticks(lo, hi, ticks):
+    from tfa_sim.svg_timeline import nice_ticks, tick_label
+
+    got = nice_ticks(lo, hi)
+    assert got == pytest.approx(ticks)
+    assert [float(tick_label(t, got)) for t in got] == pytest.approx(ticks)
+
+
+def test_default_run_does_not_import_matplotlib(tmp_path):
+    """The default run's timeline.svg is plain text: matplotlib's import alone took most of the run."""
+    code = ("import sys; from tfa_sim.cli import main; "
+            f"rc = main(['run', '--out', {str(tmp_path / 'run')!r}]); "
+            "print(rc, 'matplotlib' in sys.modules, 'plotly' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-3:] == ["0", "False", "False"]
+    assert ET.parse(tmp_path / "run" / "timeline.svg").getroot().tag == f"{SVG}svg"
 
 
 def test_interactive_html_renders_in_a_browser(preload_runs, tmp_path):

@@ -1,4 +1,5 @@
-"""``tfa-sim timeline``: Gantt charts of a run (SVG/PNG with matplotlib, interactive HTML with plotly).
+"""``tfa-sim timeline``: Gantt charts of a run (SVG written as plain text by :mod:`tfa_sim.svg_timeline`, PNG with
+matplotlib, interactive HTML with plotly), laid out by the shared rules of :mod:`tfa_sim.gantt`.
 
 Lanes are grouped by core; one colour per stage (QK, P, PV, GU); bars carry
 their logical tile number; the time axis is in cycles (bottom) and µs (top);
@@ -14,60 +15,30 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfa_sim.errors import InputError
+from tfa_sim.gantt import (
+    MAX_OUTLINED,
+    STAGES,
+    Bar,
+    RunView,
+    axis_limits,
+    band,
+    bar_span,
+    labelled,
+    makespan_drawn,
+    shown_arrows,
+)
 from tfa_sim.outputs import read_events, read_summary
 from tfa_sim.safety import show
+from tfa_sim.svg_timeline import write_svg
 from tfa_sim.trace import unit_kind, unit_order
 from tfa_sim.units import TRACKS, parse_unit
 
-STAGES = {"compute_qk": ("QK", "#4C72B0"), "compute_p": ("P", "#DD8452"), "compute_pv": ("PV", "#55A868"),
-          "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C"),
-          "dispatch": ("dispatch", "#BBBBBB"), "combine": ("combine", "#8172B3")}
 #: More bars than this in one HTML file make browsers crawl: narrow with --cores/--tiles.
 MAX_HTML_BARS = 60_000
-MAX_LABELS = 600
-MAX_ARROWS = 400
-
-
-@dataclass(frozen=True)
-class Bar:
-    lane: str
-    start: float
-    end: float
-    stage: str
-    tile: int
-    text: str  # hover / tooltip
-
-
-@dataclass
-class RunView:
-    """What one run contributes to a figure."""
-
-    name: str
-    summary: dict[str, Any]
-    lanes: list[str]
-    bars: list[Bar]
-    arrows: list[tuple[str, float, str, float]]  # (lane from, time, lane to, time)
-
-    @property
-    def clock_mhz(self) -> float:
-        return self.summary["clock_mhz"]
-
-    @property
-    def title(self) -> str:
-        c = self.summary["config"]
-        s, t = c["schedule"], c["tiling"]
-        return (f"{self.summary['case']} on {self.summary['hardware']} — qk_preload {s['qk_preload']}, "
-                f"cv_fifo_size {s['cv_fifo_size']}, period {s['cv_fifo_cons_sync_period']}, "
-                f"CUBE_S0 {t['cube_s0']} TILE_S1 {t['tile_s1']}")
-
-    @property
-    def makespan(self) -> str:
-        return (f"makespan {self.summary['total_cycles']:.0f} cycles = {self.summary['time_us']:.2f} µs")
 
 
 #: Core numbers --cores accepts (no chip has more), and lanes one figure can hold.
@@ -178,14 +149,17 @@ def render(views: list[RunView], out: Path, arrows: bool = False) -> None:
     if suffix not in (".svg", ".png", ".html"):
         raise InputError(f"-o {out}: use a .svg, .png or .html file name")
     tmp = out.with_name(f".{out.stem}.partial{suffix}")
-    if suffix == ".html":
-        _render_html(views, tmp)
-    else:
+    if suffix == ".svg":
+        write_svg(views, tmp, arrows)
+    elif suffix == ".png":
         _render_matplotlib(views, tmp, arrows)
+    else:
+        _render_html(views, tmp)
     os.replace(tmp, out)
 
 
 def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
+    """The PNG figure, drawn by matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,8 +169,7 @@ def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
     heights = [max(2.0, 0.28 * len(v.lanes) + 1.2) for v in views]
     fig, axes = plt.subplots(len(views), 1, figsize=(16, sum(heights) + 0.6), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": heights})
-    end = max(max(b.end for b in v.bars) for v in views)
-    begin = min(min(b.start for b in v.bars) for v in views)  # the host launch before cycle 0 is not drawn
+    begin, end = bar_span(views)
     for ax, view in zip(axes[:, 0], views):
         _draw(ax, view, begin, end, arrows)
     axes[-1, 0].set_xlabel("cycles")
@@ -211,41 +184,34 @@ def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
 
 
 def _draw(ax: Any, view: RunView, begin: float, end: float, arrows: bool) -> None:
+    """One view's panel on matplotlib axes ``ax``, by the layout rules of :mod:`tfa_sim.gantt`."""
     row = {lane: i for i, lane in enumerate(view.lanes)}
     groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for b in view.bars:
         groups[(b.lane, b.stage)].append((b.start, b.end - b.start))
     many = len(view.bars) > 20_000
-    per_unit = all(" " not in lane for lane in view.lanes)  # --by unit: QK/P on top, PV/GU below
     for (lane, stage), spans in groups.items():
-        y, h = row[lane] - 0.4, 0.8
-        if per_unit:
-            y, h = (row[lane] - 0.4, 0.4) if stage in ("compute_qk", "compute_p") else (row[lane], 0.4)
-        ax.broken_barh(spans, (y, h), facecolors=STAGES[stage][1], edgecolor="white",
-                       linewidth=0.3 if len(view.bars) < 2000 else 0, rasterized=many)
-    if len(view.bars) <= MAX_LABELS:
-        min_width = (end - begin) * 0.012
-        for b in view.bars:
-            if b.end - b.start >= min_width:
-                ax.text((b.start + b.end) / 2, row[b.lane], str(b.tile), ha="center", va="center",
-                        fontsize=7, color="white")
-    if arrows and len(view.arrows) <= MAX_ARROWS:
-        for lane_a, t_a, lane_b, t_b in view.arrows:
-            ax.annotate("", xy=(t_b, row[lane_b]), xytext=(t_a, row[lane_a]),
-                        arrowprops={"arrowstyle": "->", "color": "#444444", "lw": 0.6, "alpha": 0.6})
+        top, height = band(stage, view.per_unit)
+        ax.broken_barh(spans, (row[lane] + top, height), facecolors=STAGES[stage][1], edgecolor="white",
+                       linewidth=0.3 if len(view.bars) < MAX_OUTLINED else 0, rasterized=many)
+    for b in labelled(view, begin, end):
+        ax.text((b.start + b.end) / 2, row[b.lane], str(b.tile), ha="center", va="center", fontsize=7,
+                color="white")
+    for lane_a, t_a, lane_b, t_b in shown_arrows(view, arrows):
+        ax.annotate("", xy=(t_b, row[lane_b]), xytext=(t_a, row[lane_a]),
+                    arrowprops={"arrowstyle": "->", "color": "#444444", "lw": 0.6, "alpha": 0.6})
     ax.set_yticks(range(len(view.lanes)), view.lanes, fontsize=7)
     ax.set_ylim(len(view.lanes) - 0.5, -0.5)
-    margin = (end - begin) * 0.02
-    ax.set_xlim(begin - margin, end + margin)
-    if view.summary["total_cycles"] <= end + margin:
+    lo, hi = axis_limits(begin, end)
+    ax.set_xlim(lo, hi)
+    if makespan_drawn(view, hi):
         ax.axvline(view.summary["total_cycles"], color="black", lw=1, ls="--")
-    first = min(b.start for b in view.bars)
-    ax.set_title(f"{view.title}\n{view.makespan}; first bar at cycle {first:.0f} (kernel start and block dispatch "
-                 f"drawn; the host launch before cycle 0 is not)", fontsize=9, loc="left")
+    ax.set_title(view.panel_title, fontsize=9, loc="left")
     ax.grid(axis="x", alpha=0.3)
 
 
 def _render_html(views: list[RunView], out: Path) -> None:
+    """The self-contained interactive page, drawn by plotly (no arrows: hover shows each bar's details)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
