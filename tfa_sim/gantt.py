@@ -95,11 +95,11 @@ def band(stage: str, per_unit: bool) -> tuple[float, float]:
 
 def labelled(view: RunView, begin: float, end: float) -> list[Bar]:
     """The bars wide enough, against the span ``begin``…``end`` of all bars drawn, to carry their tile number
-    (none in crowded views)."""
+    (none in crowded views; a dispatch belongs to no tile)."""
     if len(view.bars) > MAX_LABELS:
         return []
     min_width = (end - begin) * MIN_LABEL_WIDTH
-    return [b for b in view.bars if b.end - b.start >= min_width]
+    return [b for b in view.bars if b.end - b.start >= min_width and b.tile >= 0]
 
 
 def shown_arrows(view: RunView, arrows: bool) -> list[tuple[str, float, str, float]]:
