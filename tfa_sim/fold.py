@@ -27,8 +27,7 @@ import copy
 import dataclasses
 import multiprocessing as mp
 import sys
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfa_sim.blocks import Block
@@ -120,6 +119,41 @@ def _figures(kernel: Kernel, hw: Hardware, keys: Sequence[Key]) -> list[Figures]
     return [(r.total_cycles, r.gm_bytes, r.hbm_bytes) for r in (_sample(kernel, hw, *k) for k in keys)]
 
 
+class _Forked:
+    """``fn(*args)`` in a forked child process: the arguments are inherited, not pickled (a launch can hold
+    thousands of blocks), and only the small result comes back through a pipe."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        ctx = mp.get_context("fork")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_send_result, args=(send, fn, args), daemon=True)
+        self._proc.start()
+        send.close()
+
+    def result(self) -> Any:
+        """The child's return value, or None if it raised or died."""
+        try:
+            ok, value = self._recv.recv()
+        except EOFError:
+            ok, value = False, None
+        self.close()
+        return value if ok else None
+
+    def close(self) -> None:
+        """Stop the child if it still runs (the parent failed first), and reap it."""
+        if self._proc.is_alive() and not self._recv.poll():
+            self._proc.terminate()
+        self._proc.join()
+        self._recv.close()
+
+
+def _send_result(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        send.send((True, fn(*args)))
+    except BaseException:  # noqa: BLE001 - the parent runs the work again and reports the error itself
+        send.send((False, None))
+
+
 def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
              parallel: bool) -> tuple[SimResult, dict[Key, Figures]]:
     """The largest sample's full result and every sample's figures.  With ``parallel`` a forked process runs
@@ -131,19 +165,16 @@ def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
     for k in sorted((k for k in keys if k != largest), key=weight.__getitem__, reverse=True):
         lighter = here if sum(map(weight.__getitem__, here)) <= sum(map(weight.__getitem__, there)) else there
         lighter.append(k)
-    pool = ProcessPoolExecutor(1, mp.get_context("fork")) if parallel and there else None
-    helper = pool.submit(_figures, kernel, hw, there) if pool else None
-    result = _sample(kernel, hw, *largest)
-    figures = {largest: (result.total_cycles, result.gm_bytes, result.hbm_bytes)}
-    figures.update(zip(here[1:], _figures(kernel, hw, here[1:])))
+    helper = _Forked(_figures, kernel, hw, there) if parallel and there else None
     try:
-        away = helper.result() if helper else _figures(kernel, hw, there)
-    except Exception:  # noqa: BLE001 - rerun here so the real error surfaces with its own type and message
-        away = _figures(kernel, hw, there)
+        result = _sample(kernel, hw, *largest)
+        figures = {largest: (result.total_cycles, result.gm_bytes, result.hbm_bytes)}
+        figures.update(zip(here[1:], _figures(kernel, hw, here[1:])))
+        away = helper.result() if helper else None
     finally:
-        if pool:
-            pool.shutdown(cancel_futures=True)
-    figures.update(zip(there, away))
+        if helper:
+            helper.close()
+    figures.update(zip(there, away if away is not None else _figures(kernel, hw, there)))
     return result, figures
 
 
