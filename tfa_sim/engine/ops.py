@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -35,21 +35,25 @@ class BlockOps:
     def __init__(self, threads: int) -> None:
         self.pending: defaultdict[int, list[Any]] = defaultdict(list)  # block index → finished Instrs with ops
         self._pool = ThreadPoolExecutor(threads, "numerics")
-        self._futures: list[Future[None]] = []
+        self._futures: deque[Future[None]] = deque()
+        self._backlog = 2 * threads  # ended blocks allowed to wait for a worker before the simulation waits
 
     def add(self, ins: Any) -> None:
         """``ins`` completed: its steps run with its block's (Pipe._finish)."""
         self.pending[ins.block].append(ins)
 
     def block_done(self, block: int, run: Any) -> None:
-        """Block ``block`` has ended: run its steps in completion order on a worker, then drop its tiles."""
+        """Block ``block`` has ended: run its steps in completion order on a worker, then drop its tiles.  When
+        the workers fall behind (numpy's steps take longer than simulating), wait for the oldest, so that the
+        finished instructions held for them stay a few blocks' worth."""
         self._futures.append(self._pool.submit(_run_steps, self.pending.pop(block, []), run))
+        while len(self._futures) > self._backlog:
+            self._futures.popleft().result()
 
     def drain(self) -> None:
         """Wait until every submitted block has run (raising the first error of a step)."""
-        futures, self._futures = self._futures, []
-        for future in futures:
-            future.result()
+        while self._futures:
+            self._futures.popleft().result()
 
     def close(self) -> None:
         """Stop the workers (steps not yet started are dropped: only after an error of the simulation)."""
