@@ -61,3 +61,19 @@ def test_blocks_steps_run_on_the_worker_threads(monkeypatch):
     simulate(config, load_hardware(config.hardware), numerics, log_events=False)
     assert len(seen) == 4 and all(name.startswith("numerics") for name in seen)  # one per block
     assert np.isfinite(numerics.out).all()
+
+
+def test_an_error_in_a_workers_step_reaches_the_caller(monkeypatch):
+    """A stage kernel failing on a worker thread fails the run with its own error, and no worker is left."""
+    from tfa_sim.buffers import data
+
+    def broken(self, ins):
+        raise FloatingPointError(f"step of block {ins.block} failed")
+
+    monkeypatch.setattr(data.Compute, "__call__", broken)
+    config = build_config({"case": {"s0": 512, "s1": 1024}, "numerics": {"threads": 2}})
+    numerics = prepare_numerics(config, None, {})
+    before = threading.active_count()
+    with pytest.raises(FloatingPointError, match="step of block"):
+        simulate(config, load_hardware(config.hardware), numerics, log_events=False)
+    assert threading.active_count() == before
