@@ -71,3 +71,18 @@ def test_masked_runs_are_simulated_in_full_and_numerics_are_refused():
     assert result.total_cycles == simulate(config, hw, None, log_events=False).total_cycles
     with pytest.raises(InputError, match="--no-numerics"):
         simulate(config, hw, None, log_events=True, fold=True)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_hazard_in_a_sample_is_reported_and_no_helper_process_is_left(parallel):
+    """qk_preload = cv_fifo_size overwrites an unread l1_exp_max entry in every sample: the folded run raises
+    the simulator's own hazard diagnosis, whichever process met it first, and reaps its helper."""
+    import multiprocessing
+
+    from tfa_sim.buffers.pools import HazardError
+
+    config, hw = timing({"batch": 4, "s1": 4096}, {"qk_preload": 8, "cv_fifo_size": 8})
+    kernels = launches(config, hw, None)
+    with pytest.raises(HazardError, match="l1_exp_max"):
+        simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=parallel)
+    assert multiprocessing.active_children() == []

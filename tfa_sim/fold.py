@@ -1,4 +1,4 @@
-"""Folded timing-only runs: the time of a long run from four short ones.
+"""Folded timing-only runs: the time of a long run from a few short ones.
 
 A launch whose blocks all issue the same program shape (no mask: every block
 runs the same prologue, steady loop and tail, only longer or shorter) has, in
@@ -7,13 +7,13 @@ linearly with the full waves of blocks.  A folded run simulates short samples
 of the launch — its first one and two waves (and the first wave with the
 partial last one), each block cut to its first k tiles for two cut lengths past
 the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
-the full launch's time.  GM and HBM bytes
-are combined the same way; busy shares, stalls and the bound pipe are those of
-the largest sample.  A dimension already within its samples is simulated in
-full (no fold along it); the combine launch folds over waves only.  The
-samples are independent simulations: where a second CPU is free and the caller
-is not itself a sweep worker, a forked process runs about half of them
-(:func:`_measure`); the figures are the same either way.
+the full launch's time.  GM and HBM bytes are combined the same way; busy
+shares, stalls and the bound pipe are those of the largest sample.  A
+dimension already within its samples is simulated in full (no fold along it);
+the combine launch folds over waves only.  The samples are independent
+simulations: where a second CPU is free and the caller is not itself a sweep
+worker, a forked process runs about half of them (:func:`_measure`); the
+figures are the same either way.
 
 Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
 --fold``, ``[sweep] fold = true``); its error against full runs is measured in
@@ -135,13 +135,12 @@ class _Forked:
         try:
             ok, value = self._recv.recv()
         except EOFError:
-            ok, value = False, None
-        self.close()
+            return None
         return value if ok else None
 
     def close(self) -> None:
-        """Stop the child if it still runs (the parent failed first), and reap it."""
-        if self._proc.is_alive() and not self._recv.poll():
+        """Reap the child, stopping it first if it still runs (the parent failed before asking for the result)."""
+        if self._proc.is_alive():
             self._proc.terminate()
         self._proc.join()
         self._recv.close()
