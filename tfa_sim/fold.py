@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import multiprocessing as mp
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tfa_sim.blocks import Block
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
-from tfa_sim.engine.ops import spare_cpus
 from tfa_sim.hardware import Hardware
+from tfa_sim.parallel import Forked, can_fork
 
 #: Blocks per core of the samples.
 WAVES = (1, 2)
@@ -119,40 +117,6 @@ def _figures(kernel: Kernel, hw: Hardware, keys: Sequence[Key]) -> list[Figures]
     return [(r.total_cycles, r.gm_bytes, r.hbm_bytes) for r in (_sample(kernel, hw, *k) for k in keys)]
 
 
-class _Forked:
-    """``fn(*args)`` in a forked child process: the arguments are inherited, not pickled (a launch can hold
-    thousands of blocks), and only the small result comes back through a pipe."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        ctx = mp.get_context("fork")
-        self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_send_result, args=(send, fn, args), daemon=True)
-        self._proc.start()
-        send.close()
-
-    def result(self) -> Any:
-        """The child's return value, or None if it raised or died."""
-        try:
-            ok, value = self._recv.recv()
-        except EOFError:
-            return None
-        return value if ok else None
-
-    def close(self) -> None:
-        """Reap the child, stopping it first if it still runs (the parent failed before asking for the result)."""
-        if self._proc.is_alive():
-            self._proc.terminate()
-        self._proc.join()
-        self._recv.close()
-
-
-def _send_result(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    try:
-        send.send((True, fn(*args)))
-    except BaseException:  # noqa: BLE001 - the parent runs the work again and reports the error itself
-        send.send((False, None))
-
-
 def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
              parallel: bool) -> tuple[SimResult, dict[Key, Figures]]:
     """The largest sample's full result and every sample's figures.  With ``parallel`` a forked process runs
@@ -164,7 +128,7 @@ def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
     for k in sorted((k for k in keys if k != largest), key=weight.__getitem__, reverse=True):
         lighter = here if sum(map(weight.__getitem__, here)) <= sum(map(weight.__getitem__, there)) else there
         lighter.append(k)
-    helper = _Forked(_figures, kernel, hw, there) if parallel and there else None
+    helper = Forked(_figures, kernel, hw, there) if parallel and there else None
     try:
         result = _sample(kernel, hw, *largest)
         figures = {largest: (result.total_cycles, result.gm_bytes, result.hbm_bytes)}
@@ -198,8 +162,8 @@ def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
 def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int,
                     parallel: bool | None = None) -> SimResult:
     """The launches folded one by one and laid end to end (docs in the module docstring); ``parallel``
-    (default: on Linux with a CPU to spare, ``spare_cpus``) runs part of the samples in a forked process."""
-    use_fork = spare_cpus() > 1 and sys.platform.startswith("linux") if parallel is None else parallel
+    (default: :func:`~tfa_sim.parallel.can_fork`) runs part of the samples in a forked process."""
+    use_fork = can_fork() if parallel is None else parallel
     parts = [_fold_launch(k, hw, cuts(qk_preload), use_fork) for k in kernels]
     first, start, launches = parts[0][0], 0.0, []
     for (result, _), kernel in zip(parts, kernels):

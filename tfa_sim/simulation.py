@@ -12,10 +12,10 @@ import numpy as np
 from tfa_sim.blocks import Block, config_mask, row_groups
 from tfa_sim.config import Config
 from tfa_sim.engine.chip import Kernel, SimResult, run_chip
-from tfa_sim.engine.ops import spare_cpus
 from tfa_sim.errors import InputError
 from tfa_sim.fold import foldable, simulate_folded
 from tfa_sim.hardware import Hardware
+from tfa_sim.parallel import spare_cpus
 from tfa_sim.stages.block_kernel import Numerics, Partials
 from tfa_sim.stages.combine import CombineKernel
 from tfa_sim.stages.run_tfa import TfaKernel

@@ -14,19 +14,9 @@ previous one has run (:meth:`BlockOps.drain`).  Stage kernels release the GIL
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
-
-
-def spare_cpus() -> int:
-    """The CPUs this process may use, or 1 inside a sweep worker (a daemonic process: the sweep's ``--jobs``
-    already spreads the points over the CPUs)."""
-    if mp.current_process().daemon:
-        return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class BlockOps:
