@@ -105,9 +105,15 @@ def _core_span(text: str, flag: str) -> tuple[int, int]:
     return int(m[1]), int(m[2])
 
 
+#: ``tfa-sim trace --format``: what each writes, and the --out suffixes that choose it when --format is not given.
+TRACE_FORMATS = {"json": "Chrome JSON", "perfetto": "Perfetto protobuf"}
+TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".pb": "perfetto"}
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from tfa_sim.events import read_log
     from tfa_sim.outputs import EVENTS_NPZ, read_summary
+    from tfa_sim.perfetto_trace import write_perfetto
     from tfa_sim.runner import trace_metadata
     from tfa_sim.trace import write_trace
 
@@ -121,8 +127,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise InputError(f"{run_dir}: no events in --cores {args.cores or 'all'} --tiles {args.tiles or 'all'}; "
                          f"widen the window")
     out = check_path(args.out, "--out")
-    write_trace(out, log, summary["clock_mhz"], trace_metadata(summary), rows)
-    print(f"tfa-sim trace: {len(rows)} of {len(log)} events → {out}")
+    fmt = args.format or TRACE_SUFFIXES.get(out.suffix.lower(), "json")
+    if fmt == "perfetto":
+        write_perfetto(out, log, summary["clock_mhz"], rows)
+    else:
+        write_trace(out, log, summary["clock_mhz"], trace_metadata(summary), rows)
+    print(f"tfa-sim trace: {len(rows)} of {len(log)} events → {out} ({TRACE_FORMATS[fmt]})")
     return 0
 
 
@@ -364,11 +374,13 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--by", choices=("pipe", "stage", "unit"), help="lanes per pipe, per stage band, or per unit")
     p.add_argument("--arrows", action="store_true", help="draw FIFO hand-offs between units")
     p.set_defaults(func=cmd_timeline)
-    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome/Perfetto JSON")
+    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome JSON or a Perfetto trace")
     p.add_argument("run_dir")
     p.add_argument("--cores", help="cores a:b (a ≤ core < b; default all)")
     p.add_argument("--tiles", help="logical tiles a:b (a ≤ tile < b; default all; dispatch spans have none)")
-    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--format", choices=tuple(TRACE_FORMATS), help="json (Chrome trace events) or perfetto (protobuf); "
+                   "default: perfetto for --out .pftrace, .perfetto-trace or .pb, else json")
+    p.add_argument("--out", required=True, help="the file to write")
     p.set_defaults(func=cmd_trace)
     p = sub.add_parser("plan", help="ideal list schedule of a run's task graph, compared with the simulation")
     p.add_argument("run_dir")

@@ -9,7 +9,8 @@ and clock in ``otherData``.  Timestamps are µs at the preset clock.
 
 The trace is written from the columnar log (:class:`tfa_sim.events.EventLog`) one event at a time, never
 held whole: a window (some cores, some tiles) of a large run is exported the same way
-(``tfa-sim trace RUN --cores a:b``).
+(``tfa-sim trace RUN --cores a:b``).  The helpers that pick a window's rows, order its processes and choose
+its flow arrows are shared with the Perfetto protobuf writer, :mod:`tfa_sim.perfetto_trace`.
 """
 from __future__ import annotations
 
@@ -50,52 +51,91 @@ def _js(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+#: Dependencies by instruction id, as :meth:`EventLog.dep_tuples` gives them.
+Deps = dict[int, tuple[tuple[int, str, float, str], ...]]
+#: A window of the log: its event columns, and the slots and the dependencies of its rows by instruction id.
+Window = tuple[dict[str, np.ndarray], dict[int, dict[str, int]], Deps]
+
+
+def window_rows(log: EventLog, rows: np.ndarray | None) -> Window:
+    """The event columns of ``rows`` (None: all) with their slots and dependencies: what both trace formats draw."""
+    ev = log.events.view()
+    if rows is not None:
+        ev = {k: a[rows] for k, a in ev.items()}
+    ids = ev["id"] if rows is not None else None
+    return ev, log.slot_dicts(ids), log.dep_tuples(ids)
+
+
+def unit_pids(log: EventLog, ev: dict[str, np.ndarray]) -> dict[str, int]:
+    """Process ids 1… of the units in the columns ``ev``, in :func:`unit_order` (the processes' order on screen)."""
+    names = log.names("units")
+    return {u: i + 1 for i, u in enumerate(sorted((names[c] for c in np.unique(ev["unit"]).tolist()), key=unit_order))}
+
+
+def pipe_tracks(log: EventLog, pid: dict[str, int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(pid, tid) of every (unit code, pipe code) of the units in ``pid``: the track a row is drawn on."""
+    units, pipes = log.names("units"), log.names("pipes")
+    return {(u, p): (pid[units[u]], TIDS[pipes[p]]) for u in range(len(units)) for p in range(len(pipes))
+            if units[u] in pid}
+
+
+def sub_field(unit: str) -> str:
+    """What a row's ``sub`` column is on ``unit``: a cube's sub-tile or a vector core's row slice."""
+    return "sub_tile" if unit_kind(unit) == "cube" else "row_slice"
+
+
+def flow_pairs(ev: dict[str, np.ndarray], deps: Deps) -> Iterator[tuple[int, int, str, str]]:
+    """(producer row, consumer row, cause, via) of every flow arrow: a dependency through a flag (``via``) set on
+    another unit, both ends in ``ev`` (data hand-offs and same-unit waits draw none)."""
+    ids, units = ev["id"].tolist(), ev["unit"].tolist()
+    row_of = {i: r for r, i in enumerate(ids)}
+    for r, i in enumerate(ids):
+        for pred_id, cause, _lat, via in deps.get(i, ()):
+            src = row_of.get(pred_id)
+            if src is not None and units[src] != units[r] and via:
+                yield src, r, cause, via
+
+
+def window_counters(log: EventLog, pid: dict[str, int]) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
+    """(owning unit, track name, times, values) of every occupancy series whose unit is in ``pid``, by name."""
+    for name, (times, values) in sorted(log.counter_series().items()):
+        owner, track = buffer_owner(name)
+        if owner in pid:  # else a buffer of a unit outside the window
+            yield owner, track, times, values
+
+
 def trace_events(log: EventLog, clock_mhz: float, rows: np.ndarray | None, flows: list[int]) -> Iterator[str]:
     """The trace's events, each as compact JSON, for the log's rows ``rows`` (None: all); ``flows[0]`` counts the
     flow arrows.  The per-instruction events are formatted directly (the bulk of a trace: no dict per event)."""
     us = 1.0 / clock_mhz
-    ev = log.events.view()
-    if rows is not None:
-        ev = {k: a[rows] for k, a in ev.items()}
-    unit_names, pipe_names = log.names("units"), log.names("pipes")
-    units = sorted((unit_names[c] for c in np.unique(ev["unit"]).tolist()), key=unit_order)
-    pid = {u: i + 1 for i, u in enumerate(units)}
-    for u in units:
+    ev, slots, deps = window_rows(log, rows)
+    unit_names = log.names("units")
+    pid = unit_pids(log, ev)
+    for u in pid:
         yield _js({"ph": "M", "name": "process_name", "pid": pid[u], "tid": 0, "args": {"name": u}})
         yield _js({"ph": "M", "name": "process_sort_index", "pid": pid[u], "tid": 0, "args": {"sort_index": pid[u]}})
         for track in TRACKS[unit_kind(u)]:
             yield _js({"ph": "M", "name": "thread_name", "pid": pid[u], "tid": TIDS[track], "args": {"name": track}})
             yield _js({"ph": "M", "name": "thread_sort_index", "pid": pid[u], "tid": TIDS[track],
                        "args": {"sort_index": TIDS[track]}})
-    ids = ev["id"] if rows is not None else None
-    slots, deps = log.slot_dicts(ids), log.dep_tuples(ids)
     stages, kinds = [_js(s) for s in log.names("stages")], [_js(k) for k in log.names("kinds")]
-    head = {(u, p): f'"pid":{pid[unit_names[u]]},"tid":{TIDS[pipe_names[p]]}' for u in range(len(unit_names))
-            for p in range(len(pipe_names)) if unit_names[u] in pid}
-    sub_key = ['"sub_tile"' if unit_kind(u) == "cube" else '"row_slice"' for u in unit_names]
-    where: dict[int, tuple[int, int, float]] = {}  # id → (unit code, pipe code, start)
-    cols = [ev[k].tolist() for k in EVENT_DTYPES]
-    for i, u, p, s, b, t, sb, k, start, end, nb, fl in zip(*cols):
-        where[i] = (u, p, start)
+    head = {key: f'"pid":{p},"tid":{t}' for key, (p, t) in pipe_tracks(log, pid).items()}
+    sub_key = [_js(sub_field(u)) for u in unit_names]
+    cols = {k: ev[k].tolist() for k in EVENT_DTYPES}
+    for i, u, p, s, b, t, sb, k, start, end, nb, fl in zip(*cols.values()):
         cycles = end - start
         slot = _js(slots[i]) if i in slots else "{}"
         yield (f'{{"ph":"X","name":{kinds[k]},"cat":{stages[s]},{head[u, p]},"ts":{start * us!r},'
                f'"dur":{cycles * us!r},"args":{{"stage":{stages[s]},"block":{b},"tile":{t},{sub_key[u]}:{sb},'
                f'"slots":{slot},"bytes":{nb},"flops":{fl},"cycles":{cycles!r},"start_cycle":{start!r},"id":{i}}}}}')
-    for i, (u, p, start) in where.items():
-        for pred_id, cause, _lat, via in deps.get(i, ()):
-            pred = where.get(pred_id)
-            if pred is None or pred[0] == u or not via:
-                continue  # flows only for cross-core flags (FIFO ready/consumed, block end)
-            flows[0] += 1
-            yield (f'{{"ph":"s","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[pred[0], pred[1]]},'
-                   f'"ts":{pred[2] * us!r}}}')
-            yield (f'{{"ph":"f","bp":"e","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[u, p]},'
-                   f'"ts":{start * us!r}}}')
-    for name, (times, values) in sorted(log.counter_series().items()):
-        owner, track = buffer_owner(name)
-        if owner not in pid:
-            continue  # a buffer of a unit outside the window
+    units, pipes, starts = cols["unit"], cols["pipe"], cols["start"]
+    for src, dst, cause, via in flow_pairs(ev, deps):
+        flows[0] += 1
+        yield (f'{{"ph":"s","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[units[src], pipes[src]]},'
+               f'"ts":{starts[src] * us!r}}}')
+        yield (f'{{"ph":"f","bp":"e","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[units[dst], pipes[dst]]},'
+               f'"ts":{starts[dst] * us!r}}}')
+    for owner, track, times, values in window_counters(log, pid):
         counter = f'{{"ph":"C","name":{_js(track)},"pid":{pid[owner]},"tid":0,"ts":'
         for t_, value in zip((times * us).tolist(), values.tolist()):
             yield f'{counter}{t_!r},"args":{{"in_use":{value}}}}}'
