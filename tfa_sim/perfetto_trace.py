@@ -2,11 +2,12 @@
 
 Written with the Perfetto package's schema and streaming writer (TrackEvent API): one process track per unit
 and one thread track per pipe, in ``trace.json``'s order; a slice (begin and end) per instruction group with
-its fields as debug annotations; flow ids on both ends of each cross-unit flag; a counter track per FIFO or
-slot pool under its unit's process.  Timestamps are integer ns at the preset clock, both ends of every slice
-rounded by :func:`ns`, so a pipe's slices stay in order.  Kinds, stages and annotation names are interned in
-the first packet.  The packets go to the file one at a time, as :mod:`tfa_sim.trace` writes its events; the
-run's config, which ``trace.json`` carries in ``otherData``, stays in ``summary.json``.
+its fields as debug annotations; a flow per cross-unit flag (its id on the setter's slice, terminating on the
+waiter's); a counter track per FIFO or slot pool under its unit's process.  Timestamps are integer ns at the
+preset clock, both ends of every slice rounded by :func:`ns`, so a pipe's slices stay in order.  Kinds, stages
+and annotation names are interned in the first packet.  The packets go to the file one at a time, as
+:mod:`tfa_sim.trace` writes its events; the run's config, which ``trace.json`` carries in ``otherData``, stays
+in ``summary.json``.
 """
 from __future__ import annotations
 
