@@ -68,3 +68,17 @@ def small_run(tmp_path_factory) -> Path:
     assert cli.main(["run", "--set", "case.s0=256", "--set", "case.s1=512", "--intermediate-check", "--out",
                      str(out)]) == 0
     return out
+
+
+#: A small timing-only run on 4 cores (S0 = 512, S1 = 1024).
+TIMING_SMALL = ("--set", "case.s0=512", "--set", "case.s1=1024", "--no-numerics")
+
+
+@pytest.fixture(scope="session")
+def timing_run(tmp_path_factory) -> Path:
+    """The TIMING_SMALL run with events.npz, events.csv and trace.json (read only: copy it to damage it)."""
+    from tfa_sim import cli
+
+    out = tmp_path_factory.mktemp("timing") / "run"
+    assert cli.main(["run", *TIMING_SMALL, "--out", str(out)]) == 0
+    return out

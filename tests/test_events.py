@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TIMING_SMALL
 from test_hostile_cli import tfa
 
 from tfa_sim import runner
@@ -18,26 +18,15 @@ from tfa_sim.outputs import read_events
 from tfa_sim.simulation import simulate
 from tfa_sim.units import parse_unit
 
-SMALL = ("--set", "case.s0=512", "--set", "case.s1=1024", "--no-numerics")
 
-
-@pytest.fixture(scope="module")
-def small_run(tmp_path_factory) -> Path:
-    """A timing-only run on 4 cores with events.npz, events.csv and trace.json."""
-    out = tmp_path_factory.mktemp("events") / "run"
-    r = tfa("run", *SMALL, "--out", str(out))
-    assert r.code == 0, r.err
-    return out
-
-
-def test_the_columnar_log_reads_back_as_the_csv_rows(small_run):
+def test_the_columnar_log_reads_back_as_the_csv_rows(timing_run):
     """events.npz → records equals events.csv → records, field by field (floats bit for bit)."""
-    from_npz, from_csv = read_events(small_run / "events.npz"), read_events(small_run / "events.csv")
+    from_npz, from_csv = read_events(timing_run / "events.npz"), read_events(timing_run / "events.csv")
     assert len(from_npz) == len(from_csv) > 500
     assert from_npz == from_csv
     assert [np.float64(e.start).tobytes() for e in from_npz] == [np.float64(e.start).tobytes() for e in from_csv]
     assert any(e.slots for e in from_npz) and any(e.deps for e in from_npz)
-    assert read_events(small_run) == from_npz  # a run directory reads its events.npz
+    assert read_events(timing_run) == from_npz  # a run directory reads its events.npz
 
 
 def test_save_and_load_round_trip_every_column():
@@ -65,29 +54,29 @@ def test_growth_keeps_every_row():
     assert log.records()[99].deps == ((98, "data", 0.0, ""),)
 
 
-def test_trace_window_export_holds_exactly_the_window(small_run, tmp_path):
+def test_trace_window_export_holds_exactly_the_window(timing_run, tmp_path):
     out = tmp_path / "w.json"
-    r = tfa("trace", str(small_run), "--cores", "1:3", "--tiles", "0:2", "--out", str(out))
+    r = tfa("trace", str(timing_run), "--cores", "1:3", "--tiles", "0:2", "--out", str(out))
     assert r.code == 0, r.err
     trace = json.loads(out.read_text())
     ids = sorted(e["args"]["id"] for e in trace["traceEvents"] if e["ph"] == "X")
-    want = sorted(e.id for e in read_events(small_run) if 1 <= parse_unit(e.unit).core < 3 and 0 <= e.tile < 2)
+    want = sorted(e.id for e in read_events(timing_run) if 1 <= parse_unit(e.unit).core < 3 and 0 <= e.tile < 2)
     assert ids == want and want
     units = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
     assert {parse_unit(u).core for u in units} == {1, 2}
     assert trace["otherData"]["clock_mhz"] > 0 and trace["otherData"]["case"]
 
 
-def test_full_trace_export_equals_the_runs_trace(small_run, tmp_path):
-    r = tfa("trace", str(small_run), "--out", str(tmp_path / "all.json"))
+def test_full_trace_export_equals_the_runs_trace(timing_run, tmp_path):
+    r = tfa("trace", str(timing_run), "--out", str(tmp_path / "all.json"))
     assert r.code == 0, r.err
-    assert json.loads((tmp_path / "all.json").read_text()) == json.loads((small_run / "trace.json").read_text())
+    assert json.loads((tmp_path / "all.json").read_text()) == json.loads((timing_run / "trace.json").read_text())
 
 
 @pytest.mark.parametrize("argv, needle", [(["--cores", "3:1"], "--cores"), (["--tiles", "x"], "--tiles"),
                                           (["--cores", "90:99"], "no events")])
-def test_a_bad_window_is_one_line(small_run, tmp_path, argv, needle):
-    r = tfa("trace", str(small_run), *argv, "--out", str(tmp_path / "w.json"))
+def test_a_bad_window_is_one_line(timing_run, tmp_path, argv, needle):
+    r = tfa("trace", str(timing_run), *argv, "--out", str(tmp_path / "w.json"))
     assert r.code == 2 and needle in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
@@ -95,7 +84,7 @@ def test_large_runs_skip_the_csv_and_window_the_trace(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "EVENTS_CSV_MAX", 100)
     monkeypatch.setattr(runner, "TRACE_MAX_EVENTS", 100)
     out = tmp_path / "big"
-    r = tfa("run", *SMALL, "--trace-window", "0:1", "--out", str(out))
+    r = tfa("run", *TIMING_SMALL, "--trace-window", "0:1", "--out", str(out))
     assert r.code == 0, r.err
     assert not (out / "events.csv").exists() and "events.csv skipped" in r.out and "tfa-sim trace" in r.out
     trace = json.loads((out / "trace.json").read_text())
@@ -106,7 +95,7 @@ def test_large_runs_skip_the_csv_and_window_the_trace(tmp_path, monkeypatch):
                                     "trace_cores": [0, 1]}
     r = tfa("timeline", str(out), "--cores", "0", "-o", str(tmp_path / "t.svg"))  # from events.npz alone
     assert r.code == 0, r.err
-    r = tfa("run", *SMALL, "--events-csv", "--out", str(out))
+    r = tfa("run", *TIMING_SMALL, "--events-csv", "--out", str(out))
     assert r.code == 0, r.err
     assert read_events(out / "events.csv") == read_events(out / "events.npz")
 

@@ -10,20 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TracePacket, TrackEvent
-from test_events import SMALL
 from test_hostile_cli import assert_refused, tfa
 
 from tfa_sim.events import read_log
 from tfa_sim.units import parse_unit
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    """A timing-only run on 4 cores with its event log."""
-    out = tmp_path_factory.mktemp("perfetto") / "run"
-    r = tfa("run", *SMALL, "--out", str(out))
-    assert r.code == 0, r.err
-    return out
 
 
 def export(run: Path, out: Path, *argv: str) -> str:
@@ -71,11 +61,11 @@ def descriptors(trace: Trace) -> list[Any]:
     return [p.track_descriptor for p in trace.packet if p.HasField("track_descriptor")]
 
 
-def test_every_slice_is_a_row_of_the_log_at_its_rounded_time(run, tmp_path):
-    trace, js = both(run, tmp_path)
+def test_every_slice_is_a_row_of_the_log_at_its_rounded_time(timing_run, tmp_path):
+    trace, js = both(timing_run, tmp_path)
     got = slices(trace)
-    log = read_log(run / "events.npz")
-    clock = json.loads((run / "summary.json").read_text())["clock_mhz"]
+    log = read_log(timing_run / "events.npz")
+    clock = json.loads((timing_run / "summary.json").read_text())["clock_mhz"]
     assert len(got) == sum(e["ph"] == "X" for e in js["traceEvents"]) == len(log) > 500
     units, kinds, stages = log.names("units"), log.names("kinds"), log.names("stages")
     ev = log.events.view()
@@ -91,8 +81,8 @@ def test_every_slice_is_a_row_of_the_log_at_its_rounded_time(run, tmp_path):
     assert slots and slots == {i: s["args"]["slots"] for i, s in got.items() if "slots" in s["args"]}
 
 
-def test_a_pipes_slices_follow_each_other(run, tmp_path):
-    trace, _ = both(run, tmp_path)
+def test_a_pipes_slices_follow_each_other(timing_run, tmp_path):
+    trace, _ = both(timing_run, tmp_path)
     by_track: dict[int, list[tuple[int, int]]] = {}
     for s in slices(trace).values():
         by_track.setdefault(s["track"], []).append((s["begin"], s["end"]))
@@ -102,8 +92,8 @@ def test_a_pipes_slices_follow_each_other(run, tmp_path):
         assert all(e0 <= b1 for (_, e0), (b1, _) in zip(spans, spans[1:]))
 
 
-def test_tracks_are_the_json_traces_processes_and_threads(run, tmp_path):
-    trace, js = both(run, tmp_path)
+def test_tracks_are_the_json_traces_processes_and_threads(timing_run, tmp_path):
+    trace, js = both(timing_run, tmp_path)
     meta = [e for e in js["traceEvents"] if e["ph"] == "M"]
     want = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
     threads = {(e["pid"], e["args"]["name"]) for e in meta if e["name"] == "thread_name"}
@@ -120,8 +110,8 @@ def test_tracks_are_the_json_traces_processes_and_threads(run, tmp_path):
     assert {s["track"] for s in slices(trace).values()} <= uuids
 
 
-def test_flows_join_the_same_slices_as_the_json_arrows(run, tmp_path):
-    trace, js = both(run, tmp_path)
+def test_flows_join_the_same_slices_as_the_json_arrows(timing_run, tmp_path):
+    trace, js = both(timing_run, tmp_path)
     clock = js["otherData"]["clock_mhz"]
     got = slices(trace).values()
     starts = Counter(f for s in got for f in s["flows"])
@@ -134,8 +124,8 @@ def test_flows_join_the_same_slices_as_the_json_arrows(run, tmp_path):
             assert all(at[ph, f] == pytest.approx(s["args"]["start_cycle"] / clock, rel=1e-12) for f in ids)
 
 
-def test_counter_tracks_hold_the_json_counters(run, tmp_path):
-    trace, js = both(run, tmp_path)
+def test_counter_tracks_hold_the_json_counters(timing_run, tmp_path):
+    trace, js = both(timing_run, tmp_path)
     processes = {d.uuid: d.process.process_name for d in descriptors(trace) if d.HasField("process")}
     names = {d.uuid: (processes[d.parent_uuid], d.name) for d in descriptors(trace) if d.HasField("counter")}
     samples = Counter(names[p.track_event.track_uuid] for p in trace.packet
@@ -145,17 +135,17 @@ def test_counter_tracks_hold_the_json_counters(run, tmp_path):
     assert samples == want and ("core0.cubecore0", "L1.k") in want
 
 
-def test_a_window_holds_fewer_slices_of_its_cores_only(run, tmp_path):
-    trace, js = both(run, tmp_path, "--cores", "0:1", "--tiles", "0:2")
+def test_a_window_holds_fewer_slices_of_its_cores_only(timing_run, tmp_path):
+    trace, js = both(timing_run, tmp_path, "--cores", "0:1", "--tiles", "0:2")
     got = slices(trace)
-    assert 0 < len(got) == sum(e["ph"] == "X" for e in js["traceEvents"]) < len(read_log(run / "events.npz"))
+    assert 0 < len(got) == sum(e["ph"] == "X" for e in js["traceEvents"]) < len(read_log(timing_run / "events.npz"))
     processes = [d.process.process_name for d in descriptors(trace) if d.HasField("process")]
     assert processes and {parse_unit(u).core for u in processes} == {0}
     assert {s["args"]["tile"] for s in got.values()} == {0, 1}
 
 
-def test_every_packet_is_on_one_sequence_whose_first_packet_clears_it(run, tmp_path):
-    trace, _ = both(run, tmp_path)
+def test_every_packet_is_on_one_sequence_whose_first_packet_clears_it(timing_run, tmp_path):
+    trace, _ = both(timing_run, tmp_path)
     assert {p.trusted_packet_sequence_id for p in trace.packet} == {1}
     flags = [p.sequence_flags for p in trace.packet]
     assert flags[0] & TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -166,8 +156,8 @@ def test_every_packet_is_on_one_sequence_whose_first_packet_clears_it(run, tmp_p
                                                   ("t.pb", [], True), ("t.json", [], False), ("t.txt", [], False),
                                                   ("t.pftrace", ["--format", "json"], False),
                                                   ("t.json", ["--format", "perfetto"], True)])
-def test_the_format_follows_the_flag_else_the_suffix(run, tmp_path, name, argv, perfetto):
-    line = export(run, tmp_path / name, *argv, "--cores", "0:1")
+def test_the_format_follows_the_flag_else_the_suffix(timing_run, tmp_path, name, argv, perfetto):
+    line = export(timing_run, tmp_path / name, *argv, "--cores", "0:1")
     assert ("Perfetto protobuf" if perfetto else "Chrome JSON") in line
     data = (tmp_path / name).read_bytes()
     if perfetto:
@@ -176,8 +166,9 @@ def test_the_format_follows_the_flag_else_the_suffix(run, tmp_path, name, argv, 
         assert json.loads(data)["traceEvents"]
 
 
-def test_an_unknown_format_is_one_line(run, tmp_path):
-    assert_refused(tfa("trace", str(run), "--format", "xml", "--out", str(tmp_path / "t.xml")), "--format", "xml")
+def test_an_unknown_format_is_one_line(timing_run, tmp_path):
+    r = tfa("trace", str(timing_run), "--format", "xml", "--out", str(tmp_path / "t.xml"))
+    assert_refused(r, "--format", "xml")
     assert not (tmp_path / "t.xml").exists()
 
 
