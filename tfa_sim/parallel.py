@@ -3,14 +3,15 @@
 A sweep worker is a daemonic process and the sweep's ``--jobs`` already spreads
 the points over the CPUs, so there every run keeps to one CPU.  Elsewhere a run
 uses the others for work that is independent of the simulation: the fold's
-samples (a forked process) and the numerics of finished blocks (threads: the
-stage kernels release the GIL).
+samples (a forked process), the goldens (a background thread) and the numerics
+of finished blocks (worker threads; the stage kernels release the GIL).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -61,3 +62,26 @@ def _send_result(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> No
         send.send((True, fn(*args)))
     except BaseException:  # noqa: BLE001 - the parent does the work again and reports the error itself
         send.send((False, None))
+
+
+def background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Start ``fn(*args)`` on a daemon thread; the returned function waits for its value (or raises its error).
+    A run that fails before asking does not wait for it: the thread is abandoned when the process exits."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the value
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name=getattr(fn, "__name__", "background"), daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result

@@ -7,7 +7,6 @@ import gc
 import os
 import platform
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -30,6 +29,7 @@ from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
+from tfa_sim.parallel import background
 from tfa_sim.rundir import RunDir
 from tfa_sim.simulation import launches, simulate
 from tfa_sim.stages.block_kernel import Numerics
@@ -119,14 +119,13 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
     hw = load_hardware(config.hardware)
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
     numerics = prepare_numerics(config, inputs_dir, summary)
-    with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext(), \
-            ThreadPoolExecutor(1, "golden") as pool:
+    with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
         kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
         # the goldens need only the inputs: a second thread computes them while the simulation runs (numpy
-        # releases the GIL in their matmuls, exps and casts, so they take the second core)
-        references = pool.submit(reference_outputs, numerics.inputs, config) if numerics is not None else None
+        # releases the GIL in their matmuls, exps and casts); a run that fails first does not wait for them
+        references = background(reference_outputs, numerics.inputs, config) if numerics is not None else None
         sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
-        golden = goldens(numerics, *references.result(), config) if numerics and references else None
+        golden = goldens(numerics, references(), config) if numerics and references else None
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
@@ -141,8 +140,10 @@ def reference_outputs(inputs: Inputs, config: Config) -> tuple[np.ndarray, np.nd
     return reference_attention(inputs, config), kernel_golden(inputs, config).o
 
 
-def goldens(numerics: Numerics, fp64: np.ndarray, kernel_o: np.ndarray, config: Config) -> dict[str, Any]:
-    """The run's output against the float64 reference ``fp64`` (the verdict) and the kernel-ordered golden."""
+def goldens(numerics: Numerics, references: tuple[np.ndarray, np.ndarray], config: Config) -> dict[str, Any]:
+    """The run's output against the float64 reference (the verdict) and the kernel-ordered golden's output
+    (``references``, from :func:`reference_outputs`)."""
+    fp64, kernel_o = references
     eps = rule_eps(config.case.dtype)
     vs_fp64 = compare(numerics.out, fp64, eps)
     vs_kernel = compare(numerics.out, kernel_o, eps)
