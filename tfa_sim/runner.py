@@ -29,7 +29,7 @@ from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
-from tfa_sim.parallel import background
+from tfa_sim.parallel import background, spare_cpus
 from tfa_sim.rundir import RunDir
 from tfa_sim.simulation import launches, simulate
 from tfa_sim.stages.block_kernel import Numerics
@@ -123,9 +123,11 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
         # the goldens need only the inputs: a second thread computes them while the simulation runs (numpy
         # releases the GIL in their matmuls, exps and casts); a run that fails first does not wait for them
-        references = background(reference_outputs, numerics.inputs, config) if numerics is not None else None
+        spare = numerics is not None and spare_cpus() > 1  # not in a sweep worker: --jobs uses the CPUs there
+        references = background(reference_outputs, numerics.inputs, config) if numerics and spare else None
         sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
-        golden = goldens(numerics, references(), config) if numerics and references else None
+        golden = None if numerics is None else goldens(
+            numerics, references() if references else reference_outputs(numerics.inputs, config), config)
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
