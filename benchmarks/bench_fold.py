@@ -3,8 +3,9 @@
 Run: ``python benchmarks/bench_fold.py [--error] [--speed]`` (both by default).
 
 * ``--error``: decode-shaped points small enough to simulate in full (S1 up to
-  32768, batch up to 4), folded and full; prints each point's relative error
-  of time and GM bytes, and the largest.
+  32768, batch up to 4) and the 16k² and 32k² prefill squares, folded and
+  full; prints each point's relative error of time and GM bytes, and the
+  largest.
 * ``--speed``: the heaviest points of ``configs/sweeps/decode.toml`` (batch
   16, S1 = 131072) folded three times each, the median wall seconds of each
   (the README's ≤ 2 s per point).
@@ -24,6 +25,8 @@ BASE = {"heads": 32, "kv_heads": 8}
 ERROR_POINTS = [({"batch": b, "s0": s0, "s1": s1}, sch)
                 for b, s0, s1 in ((1, 1, 32768), (4, 1, 16384), (2, 128, 8192), (1, 16, 32768), (4, 16, 8192))
                 for sch in ({}, {"gqa_pack": True}, {"s1_split": "auto"}, {"s1_split": 8, "gqa_pack": True})]
+#: Full-chip prefill squares (910b2, one head), as in benchmarks/bench_sim.py.
+SQUARE_POINTS = [({"heads": 1, "kv_heads": 1, "batch": 1, "s0": s, "s1": s}, {}) for s in (16384, 32768)]
 SPEED_POINTS = [({"batch": 16, "s0": s0, "s1": 131072}, sch)
                 for s0 in (1, 16, 128) for sch in ({}, {"gqa_pack": True}, {"s1_split": 24}, {"s1_split": "auto"})]
 
@@ -37,13 +40,13 @@ def timed(case: dict[str, Any], schedule: dict[str, Any], fold: bool) -> tuple[A
 
 def error() -> None:
     worst = 0.0
-    for case, schedule in ERROR_POINTS:
+    for case, schedule in ERROR_POINTS + SQUARE_POINTS:
         (full, t_full), (fold, t_fold) = timed(case, schedule, False), timed(case, schedule, True)
         err = fold.total_cycles / full.total_cycles - 1
         worst = max(worst, abs(err))
         print(f"{case} {schedule}: full {full.time_us:9.1f} µs ({t_full:5.1f} s)  folded {fold.time_us:9.1f} µs "
               f"({t_fold:4.1f} s)  error {err:+.2%}  GM bytes {fold.gm_bytes / full.gm_bytes - 1:+.2%}", flush=True)
-    print(f"largest |error| of the folded time: {worst:.2%} over {len(ERROR_POINTS)} points")
+    print(f"largest |error| of the folded time: {worst:.2%} over {len(ERROR_POINTS) + len(SQUARE_POINTS)} points")
 
 
 def speed(repeats: int = 3) -> None:
