@@ -1,4 +1,4 @@
-"""The second CPU: how many CPUs a run may use, and work forked to a helper process.
+"""The second CPU: how many CPUs a run may use, and work handed to a forked process or a background thread.
 
 A sweep worker is a daemonic process and the sweep's ``--jobs`` already spreads
 the points over the CPUs, so there every run keeps to one CPU.  Elsewhere a run
