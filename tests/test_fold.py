@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tfa_sim.config import build_config
+from tfa_sim.engine.report import timing_summary
 from tfa_sim.errors import InputError
 from tfa_sim.fold import cuts, simulate_folded
 from tfa_sim.hardware import load_hardware
@@ -35,6 +36,12 @@ def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
     assert folded.total_cycles == pytest.approx(full.total_cycles, rel=1e-4)
     assert (folded.gm_bytes, folded.hbm_bytes) == (full.gm_bytes, full.hbm_bytes)
     assert folded.blocks == full.blocks and folded.waves == full.waves
+    # busy and stall cycles fold like the time: the report's shares and stalls are the full run's
+    a, b = timing_summary(full, config), timing_summary(folded, config)
+    assert a["bound_pipe"] == b["bound_pipe"]
+    assert b["pipe_busy_mean"] == pytest.approx(a["pipe_busy_mean"], abs=0.005)
+    for stage, causes in a["stalls"].items():
+        assert sum(b["stalls"][stage].values()) == pytest.approx(sum(causes.values()), rel=0.05)
 
 
 def test_split_s1_folds_both_launches_over_waves():
@@ -57,6 +64,7 @@ def test_samples_in_a_forked_process_give_the_same_figures():
     forked = simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=True)
     assert (forked.total_cycles, forked.gm_bytes, forked.hbm_bytes) == \
         (serial.total_cycles, serial.gm_bytes, serial.hbm_bytes)
+    assert forked.stats.busy == serial.stats.busy and forked.stats.stalls == serial.stats.stalls
 
 
 def test_cuts_start_after_the_prologue():

@@ -7,13 +7,15 @@ linearly with the full waves of blocks.  A folded run simulates short samples
 of the launch — its first one and two waves (and the first wave with the
 partial last one), each block cut to its first k tiles for two cut lengths past
 the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
-the full launch's time.  GM and HBM bytes are combined the same way; busy
-shares, stalls and the bound pipe are those of the largest sample.  A
-dimension already within its samples is simulated in full (no fold along it);
-the combine launch folds over waves only.  The samples are independent
-simulations: where a second CPU is free and the caller is not itself a sweep
-worker, a forked process runs about half of them (:func:`_measure`); the
-figures are the same either way.
+the full launch's time.  GM and HBM bytes and every pipe's busy and stall
+cycles are combined the same way (:func:`figures_of`), so busy shares, stalls
+and the bound pipe estimate the full launch's; no per-core balance is
+reported.  A dimension already within its samples is simulated in full (no
+fold along it); the combine launch folds over waves only, and its busy and
+stall cycles are not added to the first launch's.  The samples are
+independent simulations: where a second CPU is free and the caller is not
+itself a sweep worker, a forked process runs about half of them
+(:func:`_measure`); the figures are the same either way.
 
 Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
 --fold``, ``[sweep] fold = true``); its error against full runs is measured in
@@ -39,7 +41,8 @@ WAVES = (1, 2)
 STEADY_TILES = (4, 8)
 
 Key = tuple[int, int | None]  # (blocks, tiles per block or None for all)
-Figures = tuple[float, int, int]  # total_cycles, gm_bytes, hbm_bytes
+#: A sample's additive figures: "cycles", "gm", "hbm", ("busy", pipe) and ("stall", pipe, stage, cause, what).
+Figures = dict[Any, float]
 
 
 def cuts(qk_preload: int) -> tuple[int, int]:
@@ -112,9 +115,18 @@ class _Plan:
         return lo + (hi - lo) * (self.tiles - k1) / (k2 - k1)
 
 
+def figures_of(result: SimResult) -> Figures:
+    """What a fold combines: time, bytes, and each pipe's busy and stall cycles (all grow linearly alike)."""
+    out: Figures = {"cycles": result.total_cycles, "gm": result.gm_bytes, "hbm": result.hbm_bytes}
+    for pipe in result.stats.pipes:
+        out["busy", pipe.full_name] = pipe.busy
+        out.update({("stall", pipe.full_name, *key): cycles for key, cycles in pipe.stall_by.items()})
+    return out
+
+
 def _figures(kernel: Kernel, hw: Hardware, keys: Sequence[Key]) -> list[Figures]:
-    """The time and bytes of each sample in ``keys``."""
-    return [(r.total_cycles, r.gm_bytes, r.hbm_bytes) for r in (_sample(kernel, hw, *k) for k in keys)]
+    """The figures of each sample in ``keys``."""
+    return [figures_of(_sample(kernel, hw, *k)) for k in keys]
 
 
 def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
@@ -131,7 +143,7 @@ def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
     helper = Forked(_figures, kernel, hw, there) if parallel and there else None
     try:
         result = _sample(kernel, hw, *largest)
-        figures = {largest: (result.total_cycles, result.gm_bytes, result.hbm_bytes)}
+        figures = {largest: figures_of(result)}
         figures.update(zip(here[1:], _figures(kernel, hw, here[1:])))
         away = helper.result() if helper else None
     finally:
@@ -143,16 +155,20 @@ def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
 
 def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
                  parallel: bool) -> tuple[SimResult, dict[str, Any]]:
-    """A launch's largest sample with its time and bytes replaced by the plan's combination."""
+    """A launch's largest sample with its time, bytes, busy and stall cycles replaced by the plan's
+    combination (a figure that extrapolates below zero is 0)."""
     plan = _Plan(kernel, hw, tile_cuts)
     largest = max(plan.keys, key=lambda p: (p[0], p[1] or 0))
     result, figures = _measure(kernel, hw, plan.keys, largest, parallel)
-
-    def fit(i: int) -> float:
-        return plan.combine({p: f[i] for p, f in figures.items()})
-
-    result.total_cycles = fit(0)
-    result.gm_bytes, result.hbm_bytes = round(fit(1)), round(fit(2))
+    names = {name for f in figures.values() for name in f}
+    fit = {name: max(0.0, plan.combine({p: f.get(name, 0.0) for p, f in figures.items()})) for name in names}
+    result.total_cycles = fit["cycles"]
+    result.gm_bytes, result.hbm_bytes = round(fit["gm"]), round(fit["hbm"])
+    for pipe in result.stats.pipes:
+        pipe.busy = fit.get(("busy", pipe.full_name), 0.0)
+        pipe.stall_by.clear()
+        pipe.stall_by.update({name[2:]: v for name, v in fit.items()
+                              if name[0] == "stall" and name[1] == pipe.full_name})
     result.blocks = len(kernel.blocks)
     result.waves = plan.full_waves + (plan.rest > 0)
     return result, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in plan.keys],

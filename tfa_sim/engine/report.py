@@ -92,7 +92,7 @@ def _format_balance(t: dict[str, Any]) -> list[str]:
     lines = []
     b, w, folded = t.get("balance"), t.get("work", {}), t.get("folded")
     if isinstance(folded, list):
-        lines.append("  folded: time and bytes estimated from " + "; ".join(
+        lines.append("  folded: time, bytes, busy and stall cycles estimated from " + "; ".join(
             f"{f['launch']} {len(f['samples'])} samples (blocks, tiles) {f['samples']}" for f in folded)
             + " (tfa_sim.fold; no per-core balance)")
     elif folded:
