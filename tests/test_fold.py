@@ -1,6 +1,8 @@
 """Folded timing-only runs (tfa_sim.fold) against the full simulation of the same launch."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tfa_sim.config import build_config
@@ -85,12 +87,17 @@ def test_masked_runs_are_simulated_in_full_and_numerics_are_refused():
 def test_a_hazard_in_a_sample_is_reported_and_no_helper_process_is_left(parallel):
     """qk_preload = cv_fifo_size overwrites an unread l1_exp_max entry in every sample: the folded run raises
     the simulator's own hazard diagnosis, whichever process met it first, and reaps its helper."""
-    import multiprocessing
-
     from tfa_sim.buffers.pools import HazardError
 
     config, hw = timing({"batch": 4, "s1": 4096}, {"qk_preload": 8, "cv_fifo_size": 8})
     kernels = launches(config, hw, None)
+    before = children()
     with pytest.raises(HazardError, match="l1_exp_max"):
         simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=parallel)
-    assert multiprocessing.active_children() == []
+    assert children() == before
+
+
+def children() -> set[int]:
+    """This process's child processes, running or not yet reaped (Linux /proc)."""
+    return {int(pid) for task in Path("/proc/self/task").iterdir()
+            for pid in (task / "children").read_text().split()}

@@ -169,7 +169,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("numerics", "mem_limit_gib"): (0, None, True),  # 0: the default, a share of the memory available
     ("case", "window"): (1, None, True),  # leave the key out for no window
     ("numerics", "blas_threads"): (1, 1024, True),
-    ("numerics", "threads"): (0, 1024, True),  # 0: the CPUs this process may use (1 in a sweep worker)
+    ("numerics", "threads"): (0, 1024, True),  # 0: the CPUs this process may use (tfa_sim.parallel)
 }
 #: Settings whose default None means "absent" (a given value must be set), with an example value of their type.
 OPTIONAL = {("case", "window"): 1024}

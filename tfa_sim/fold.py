@@ -13,9 +13,9 @@ and the bound pipe estimate the full launch's; no per-core balance is
 reported.  A dimension already within its samples is simulated in full (no
 fold along it); the combine launch folds over waves only, and its busy and
 stall cycles are not added to the first launch's.  The samples are
-independent simulations: where a second CPU is free and the caller is not
-itself a sweep worker, a forked process runs about half of them
-(:func:`_measure`); the figures are the same either way.
+independent simulations: where a second CPU is free (in a sweep worker: when
+its share of the CPUs is two or more), a forked process runs about half of
+them (:func:`_measure`); the figures are the same either way.
 
 Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
 --fold``, ``[sweep] fold = true``); its error against full runs is measured in

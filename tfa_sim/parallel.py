@@ -1,25 +1,33 @@
 """The second CPU: how many CPUs a run may use, and work handed to a forked process or a background thread.
 
-A sweep worker is a daemonic process and the sweep's ``--jobs`` already spreads
-the points over the CPUs, so there every run keeps to one CPU.  Elsewhere a run
-uses the others for work that is independent of the simulation: the fold's
-samples (a forked process), the goldens (a background thread) and the numerics
-of finished blocks (worker threads; the stage kernels release the GIL).
+A sweep worker is a daemonic process; its share of the CPUs is the sweep's
+(CPUs ÷ ``--jobs``, at least one: ``TFA_SIM_WORKER_CPUS``, set by
+``tfa_sim.sweep.pool``), so ``--jobs 1`` on two CPUs still folds on both.
+Elsewhere a run may use every CPU of the process.  A run uses the others for
+work that is independent of the simulation: the fold's samples (a forked
+process), the goldens (a background thread) and the numerics of finished
+blocks (worker threads; the stage kernels release the GIL).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
+import signal
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+#: The CPUs a sweep worker may use (set in each worker by tfa_sim.sweep.pool).
+WORKER_CPUS = "TFA_SIM_WORKER_CPUS"
+
 
 def spare_cpus() -> int:
-    """The CPUs this process may use, or 1 inside a sweep worker."""
+    """The CPUs this process may use: a sweep worker's share, or every CPU it has."""
     if mp.current_process().daemon:
-        return 1
+        share = os.environ.get(WORKER_CPUS, "1")
+        return max(1, int(share)) if share.isdigit() else 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -30,38 +38,55 @@ def can_fork() -> bool:
 
 class Forked:
     """``fn(*args)`` in a forked child process: the arguments are inherited, not pickled (a launch can hold
-    thousands of blocks), and only the result comes back through a pipe.  Use ``result()``, then ``close()``
-    (in a ``finally``: it stops a child whose result nobody will ask for)."""
+    thousands of blocks), and only the pickled result comes back through a pipe.  ``os.fork`` rather than
+    multiprocessing, which forbids a sweep worker (a daemonic process) children.  Use ``result()``, then
+    ``close()`` (in a ``finally``: it stops a child whose result nobody will ask for)."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        ctx = mp.get_context("fork")
-        self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_send_result, args=(send, fn, args), daemon=True)
-        self._proc.start()
-        send.close()
+        read, write = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _child(write, parent, fn, args)
+        os.close(write)
+        self._pid, self._read, self._reaped = pid, read, False
 
     def result(self) -> Any:
         """The child's return value, or None if it raised or died (the caller then does the work itself, which
         raises the error where it can be reported)."""
+        with os.fdopen(os.dup(self._read), "rb") as fh:
+            data = fh.read()
         try:
-            ok, value = self._recv.recv()
-        except EOFError:
+            ok, value = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - a child that died mid-write left a truncated pickle
             return None
         return value if ok else None
 
     def close(self) -> None:
-        """Reap the child, stopping it first if it still runs."""
-        if self._proc.is_alive():
-            self._proc.terminate()
-        self._proc.join()
-        self._recv.close()
+        """Reap the child, killing it first if it still runs."""
+        if not self._reaped:
+            if os.waitpid(self._pid, os.WNOHANG) == (0, 0):
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
+            os.close(self._read)
+            self._reaped = True
 
 
-def _send_result(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+def _child(fd: int, parent: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """The forked child: run ``fn``, write its pickled outcome, exit without the parent's clean-up."""
     try:
-        send.send((True, fn(*args)))
+        from tfa_sim.sweep.pool import bind_to_parent
+
+        bind_to_parent(parent)  # a killed parent takes the child with it
+        payload = pickle.dumps((True, fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:  # noqa: BLE001 - the parent does the work again and reports the error itself
-        send.send((False, None))
+        payload = pickle.dumps((False, None))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+    finally:
+        os._exit(0)
 
 
 def background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:

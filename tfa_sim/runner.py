@@ -123,7 +123,7 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
         # the goldens need only the inputs: a second thread computes them while the simulation runs (numpy
         # releases the GIL in their matmuls, exps and casts); a run that fails first does not wait for them
-        spare = numerics is not None and spare_cpus() > 1  # not in a sweep worker: --jobs uses the CPUs there
+        spare = numerics is not None and spare_cpus() > 1  # a sweep worker's share may be one CPU
         references = background(reference_outputs, numerics.inputs, config) if numerics and spare else None
         sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
         golden = None if numerics is None else goldens(

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tfa_sim.parallel import WORKER_CPUS, spare_cpus
+
 PR_SET_PDEATHSIG = 1
 _END = object()
 
@@ -58,11 +60,13 @@ def watch_parent(parent_pid: int, interval: float) -> None:
     os._exit(1)
 
 
-def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int) -> None:
+def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int, cpus: int) -> None:
     """A worker's life: items from ``conn`` → ``fn(item)`` back, until the pipe closes.  Ctrl-C is the
-    parent's to handle (it kills the workers), so the worker ignores SIGINT."""
+    parent's to handle (it kills the workers), so the worker ignores SIGINT.  ``cpus``: the worker's share
+    of the CPUs (tfa_sim.parallel.spare_cpus)."""
     bind_to_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ[WORKER_CPUS] = str(cpus)
     while True:
         try:
             item = conn.recv()
@@ -85,11 +89,12 @@ class WorkerPool:
     def __init__(self, fn: Callable[[Any], Any], jobs: int, timeout: float = 0.0) -> None:
         self._ctx: Any = mp.get_context(start_method())  # typeshed's BaseContext lacks Process
         self._fn, self._timeout = fn, timeout
+        self._cpus = max(1, spare_cpus() // jobs)  # each worker's share, for the work it hands to helpers
         self._workers = [self._start() for _ in range(jobs)]
 
     def _start(self) -> _Worker:
         parent_end, child_end = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_serve, args=(child_end, self._fn, os.getpid()), daemon=True)
+        proc = self._ctx.Process(target=_serve, args=(child_end, self._fn, os.getpid(), self._cpus), daemon=True)
         proc.start()
         child_end.close()
         return _Worker(proc, parent_end)
