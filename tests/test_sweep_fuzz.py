@@ -12,7 +12,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_sweep import run_main
 
@@ -110,6 +110,7 @@ def test_any_sweep_table(opts):
 @SETTINGS
 @given(st.dictionaries(axis_keys, st.one_of(st.lists(scalars, min_size=1, max_size=3), values, ranges), max_size=3),
        st.dictionaries(sections, st.one_of(st.dictionaries(config_keys, scalars, max_size=3), values), max_size=3))
+@example(axes={}, base={"case": {"\x1e": 0}})  # a key with a line-breaking control character, quoted raw once
 def test_any_axes_and_base(axes, base):
     sweep_with({"sweep": BOUNDED, "base": base, "axes": axes})
 

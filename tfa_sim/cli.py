@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from tfa_sim.config import Config, load_config, parse_span
 from tfa_sim.errors import InputError, TfaError
-from tfa_sim.safety import check_name, check_path, is_name, os_problem, show
+from tfa_sim.safety import check_name, check_path, is_name, os_problem, plain, show
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,8 +42,8 @@ def _hw_setting(text: str) -> tuple[str, str, str]:
         return "hardware", "file", text  # hardware.py reads regular files only
     if is_name(text) and not text.endswith(".toml"):
         return "hardware", "preset", text  # an unknown preset: hardware.py lists the known ones
-    shown = text if text.isprintable() and text else show(text)  # a path in full, unless it needs escapes
-    raise InputError(f"--hw {shown} is neither a preset ({', '.join(preset_names())}) nor an existing preset file")
+    raise InputError(f"--hw {plain(text)} is neither a preset ({', '.join(preset_names())}) nor an existing preset "
+                     f"file")
 
 
 def _config_from(args: argparse.Namespace) -> Config:

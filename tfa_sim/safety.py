@@ -47,6 +47,11 @@ def show(value: Any) -> str:
         return f"<a {type(value).__name__}>"
 
 
+def plain(text: str) -> str:
+    """``text`` itself where it prints as one line of its own characters, else its escaped ``repr``."""
+    return text if text and text.isprintable() else show(text)
+
+
 def is_name(value: Any) -> bool:
     return isinstance(value, str) and bool(_NAME.fullmatch(value)) and not value.startswith(".")
 

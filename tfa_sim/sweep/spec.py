@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tfa_sim.errors import InputError
+from tfa_sim.safety import plain
 from tfa_sim.sweep.constraints import parse_constraint
 from tfa_sim.sweep.schema import check_key, show
 
@@ -107,12 +108,13 @@ def _base(base: Any) -> dict[str, dict[str, Any]]:
         raise InputError(f"[base] = {show(base)} must be a table of config sections, e.g. [base.case] s0 = 128")
     for section, table in base.items():
         if not isinstance(table, dict):
-            raise InputError(f"[base] {section} = {show(table)} must be a table, e.g. [base.{section}]")
+            raise InputError(f"[base] {plain(section)} = {show(table)} must be a table, e.g. "
+                             f"[base.{plain(section)}]")
         for key, value in table.items():
-            check_key(f"{section}.{key}", f"[base.{section}] {key}")
+            where = f"[base.{plain(section)}] {plain(key)}"  # keys from a file may hold control characters
+            check_key(f"{section}.{key}", where)
             if not isinstance(value, SCALARS):
-                raise InputError(f"[base.{section}] {key} = {show(value)}: config values are numbers, booleans "
-                                 f"or strings")
+                raise InputError(f"{where} = {show(value)}: config values are numbers, booleans or strings")
     if "enabled" in base.get("numerics", {}):
         raise InputError("[base.numerics] enabled: set [sweep] numerics = true/false instead")
     return base
