@@ -11,7 +11,6 @@ when resources are the bound.
 """
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -20,62 +19,42 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: a run without the event log never builds the graph
     import networkx as nx
 
+from tfa_sim.critical_path import SINK, SOURCE, critical_path, structural_edges
 from tfa_sim.engine.chip import DISPATCH
 from tfa_sim.events import EventLog
 from tfa_sim.units import parse_unit, pipe_kind, without_lane
 
 #: Beyond this many instruction groups the graph analysis is skipped (and says so).
 MAX_GRAPH_NODES = 300_000
-SOURCE, SINK = "start", "end"
 
 
 def task_graph(events: list | EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> nx.DiGraph:
-    """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``.
-
-    A core's first block starts ``kernel_start + core·core_stagger + block_dispatch`` after the source (in a
-    later launch: after every block of the launch before it), each later block ``block_dispatch`` after the
-    core's previous block ends (the dispatch spans of the log are these edges, not nodes).  ``overhead`` is
-    the preset's [overhead] table (runs written before ``kernel_start`` existed have none: 0); ``launches``
-    the first block index of each launch after the first.
-    """
+    """Nodes: instruction ids with ``dur``, ``stage``, ``resource``; edges with ``lat`` and ``cause``: one per
+    wait that released an instruction, then the launch and dispatch edges of
+    :func:`tfa_sim.critical_path.structural_edges` (the dispatch spans of the log are these edges, not nodes)."""
     import networkx as nx
 
-    stagger, dispatch = overhead["core_stagger"], overhead["block_dispatch"]
-    start = overhead.get("kernel_start", 0.0)
     g = nx.DiGraph()
     g.add_node(SOURCE, dur=0.0, stage="launch", resource=None)
     g.add_node(SINK, dur=0.0, stage="end", resource=None)
-    block_end: dict[tuple[int, int], Any] = {}  # (launch, core) → id of its last block's final instruction
-    by_core_block: dict[tuple[int, int], list] = defaultdict(list)
     events = [e for e in events if e.pipe != DISPATCH]
-    for e in events:
-        by_core_block[(parse_unit(e.unit).core, e.block)].append(e)
     for e in events:
         g.add_node(e.id, dur=e.end - e.start, stage=e.stage, resource=f"{e.unit}.{e.pipe}", start=e.start)
         for pred, cause, lat, via in e.deps:
             g.add_edge(pred, e.id, lat=lat, cause=cause, via=via)
         g.add_edge(e.id, SINK, lat=0.0, cause="end", via="")
-    ends: dict[int, list] = defaultdict(list)  # launch → final instruction of each core's last block
-    for (core, block), evs in sorted(by_core_block.items(), key=lambda kv: min(e.id for e in kv[1])):
-        launch = bisect.bisect_right(launches, block)
-        prev = block_end.get((launch, core))
-        before = [SOURCE] if launch == 0 else ends[launch - 1]
-        for e in (e for e in evs if not e.deps):
-            if prev is None:
-                for p in before:
-                    g.add_edge(p, e.id, lat=start + core * stagger + dispatch, cause="launch", via="")
-            else:
-                g.add_edge(prev, e.id, lat=dispatch, cause="dispatch", via="")
-        block_end[(launch, core)] = max(evs, key=lambda e: e.end).id
-        ends[launch] = [i for (lc, _c), i in block_end.items() if lc == launch]
+    structural = structural_edges([e.id for e in events], [e.end for e in events],
+                                  [parse_unit(e.unit).core for e in events], [e.block for e in events],
+                                  [bool(e.deps) for e in events], overhead, launches)
+    for v, preds in structural.items():
+        for p, lat, cause in preds:
+            g.add_edge(p, v, lat=lat, cause=cause, via="")
     return g
 
 
 def critical_path_report(log: EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
     """Critical path length, its share per stage (and sync/overhead), and the instructions on it — the longest
     path of :func:`task_graph`, computed from the columnar log by :mod:`tfa_sim.critical_path`."""
-    from tfa_sim.critical_path import critical_path
-
     if len(log) > MAX_GRAPH_NODES:
         return {"skipped": f"{len(log)} instruction groups > {MAX_GRAPH_NODES}: narrow the run "
                            f"(fewer blocks or tiles) to get the critical path"}

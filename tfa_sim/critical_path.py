@@ -22,19 +22,20 @@ from tfa_sim.events import CAUSES, EventLog
 SOURCE, SINK = "start", "end"
 
 
-def _structure(log: EventLog, rows: np.ndarray, has_deps: np.ndarray, overhead: Mapping[str, float],
-               launches: Sequence[int]) -> dict[int, list[tuple[Any, float, str]]]:
-    """Launch and dispatch edges: the first instructions (no dependencies) of each block, from the source, the
-    core's previous block's last instruction or the previous launch's ends; (pred, latency, cause) by id."""
+def structural_edges(ids: Sequence[int], ends: Sequence[float], cores: Sequence[int], blocks: Sequence[int],
+                     has_deps: Sequence[bool], overhead: Mapping[str, float],
+                     launches: Sequence[int]) -> dict[int, list[tuple[Any, float, str]]]:
+    """Launch and dispatch edges of the task graph, from instructions given as columns in log order: the first
+    instructions (no dependencies) of each block hang off the source, the core's previous block's last
+    instruction or the previous launch's ends; (pred, latency, cause) by id.  A core's first block starts
+    ``kernel_start + core·core_stagger + block_dispatch`` after its predecessors, a later one ``block_dispatch``
+    after the core's previous block ends; ``overhead`` is the preset's [overhead] table (runs written before
+    ``kernel_start`` existed have none: 0), ``launches`` the first block index of each launch after the first."""
     stagger, dispatch = overhead["core_stagger"], overhead["block_dispatch"]
     start = overhead.get("kernel_start", 0.0)
-    ev = log.events.view()
-    ids, ends = ev["id"][rows].tolist(), ev["end"][rows].tolist()
-    cores, blocks = log.core_of_rows()[rows].tolist(), ev["block"][rows].tolist()
     groups: dict[tuple[int, int], list[int]] = defaultdict(list)  # (core, block) → positions, log order
     for at, key in enumerate(zip(cores, blocks)):
         groups[key].append(at)
-    deps = has_deps.tolist()
     out: dict[int, list[tuple[Any, float, str]]] = defaultdict(list)
     block_end: dict[tuple[int, int], int] = {}
     launch_ends: dict[int, list[int]] = defaultdict(list)
@@ -43,7 +44,7 @@ def _structure(log: EventLog, rows: np.ndarray, has_deps: np.ndarray, overhead: 
         prev = block_end.get((launch, core))
         before: list[Any] = [SOURCE] if launch == 0 else launch_ends[launch - 1]
         for a in ats:
-            if deps[a]:
+            if has_deps[a]:
                 continue
             if prev is None:
                 out[ids[a]] += [(p, start + core * stagger + dispatch, "launch") for p in before]
@@ -67,7 +68,8 @@ def critical_path(log: EventLog, overhead: Mapping[str, float], launches: Sequen
     dst, src, lat = edges["dst"][order].tolist(), edges["src"][order].tolist(), edges["lat"][order].tolist()
     cause = edges["cause"][order].tolist()
     has_deps = np.isin(ids, edges["dst"])
-    structural = _structure(log, rows, has_deps, overhead, launches)
+    structural = structural_edges(ids.tolist(), ev["end"][rows].tolist(), log.core_of_rows()[rows].tolist(),
+                                  ev["block"][rows].tolist(), has_deps.tolist(), overhead, launches)
     dur = dict(zip(ids.tolist(), (ev["end"][rows] - ev["start"][rows]).tolist()))
     dist: dict[Any, float] = {SOURCE: 0.0}
     back: dict[Any, tuple[Any, float, str] | None] = {SOURCE: None}
