@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -164,11 +165,14 @@ def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
     fit = {name: max(0.0, plan.combine({p: f.get(name, 0.0) for p, f in figures.items()})) for name in names}
     result.total_cycles = fit["cycles"]
     result.gm_bytes, result.hbm_bytes = round(fit["gm"]), round(fit["hbm"])
+    stalls: dict[str, dict[tuple[str, str, str], float]] = defaultdict(dict)  # pipe → (stage, cause, what)
+    for name, v in fit.items():
+        if name[0] == "stall":
+            stalls[name[1]][name[2:]] = v
     for pipe in result.stats.pipes:
         pipe.busy = fit.get(("busy", pipe.full_name), 0.0)
         pipe.stall_by.clear()
-        pipe.stall_by.update({name[2:]: v for name, v in fit.items()
-                              if name[0] == "stall" and name[1] == pipe.full_name})
+        pipe.stall_by.update(stalls[pipe.full_name])
     result.blocks = len(kernel.blocks)
     result.waves = plan.full_waves + (plan.rest > 0)
     return result, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in plan.keys],
