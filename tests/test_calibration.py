@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from tfa_sim.calibrate import FITTED, load_points, solve_linear
+from tfa_sim.calibrate import FITTED, _pipeline_step, load_points, solve_linear
 from tfa_sim.config import build_config
 from tfa_sim.hardware import load_hardware
 from tfa_sim.simulation import simulate
@@ -64,6 +64,16 @@ def test_linear_parameters_solve_exactly_when_the_model_allows():
     assert start + fit.shared["overhead.block_dispatch"] == pytest.approx(10 * clock)
     assert fit.boards["910b1"]["overhead.core_stagger"] == pytest.approx(2 * clock)
     assert fit.predicted == pytest.approx([p.time_us for p in points])
+
+
+def test_pipeline_step_recovers_the_value_that_made_the_times_from_a_start_far_off():
+    """Times made by the model itself on one 910b1 core at repeat_scale 0.5 (the preset's overheads): step 1
+    finds 0.5 again when handed 0.9 to start from (its global search reads no start)."""
+    truth = preset("910b1").with_values({"vector.repeat_scale": 0.5})
+    base = [p for p in load_points() if p.preset == "910b1" and p.cores == 1 and p.s1 in (1024, 4096)]
+    points = [p.__class__(**{**p.__dict__, "time_us": model_us(p, truth)}) for p in base]
+    found = _pipeline_step(points, {"vector.repeat_scale": 0.9, "sync.flag_latency": 1500.0})
+    assert found["vector.repeat_scale"] == pytest.approx(0.5, rel=0.03)
 
 
 def calibrate_cli(tmp_path, *args):
