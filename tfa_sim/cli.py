@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from tfa_sim.config import Config, load_config, parse_span
 from tfa_sim.errors import InputError, TfaError
+from tfa_sim.rundir import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
 from tfa_sim.safety import check_name, check_path, is_name, os_problem, plain, show
 
 
@@ -318,9 +319,9 @@ def _run_parsers(sub: Any) -> None:
     p.add_argument("--no-event-log", action="store_true",
                    help="do not write events.npz, events.csv, trace.json (large runs)")
     p.add_argument("--events-csv", action="store_true",
-                   help="write events.csv however large the run (by default only up to 200000 events)")
+                   help=f"write events.csv however large the run (by default only up to {EVENTS_CSV_MAX} events)")
     p.add_argument("--trace-window", metavar="CORES",
-                   help="trace.json for cores a:b only, e.g. 0:4 (the default beyond 300000 events)")
+                   help=f"trace.json for cores a:b only, e.g. 0:4 (the default beyond {TRACE_MAX_EVENTS} events)")
     p.add_argument("--fold", action="store_true", help="with --no-numerics: estimate the time of a long unmasked "
                    "run from short samples (no event log; README \"Decode\")")
     p.add_argument("--mask", help=".npy boolean mask (True = masked), S0×S1 or [batch, heads, S0, S1]")

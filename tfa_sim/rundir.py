@@ -31,6 +31,16 @@ from tfa_sim.safety import check_path, is_name, os_problem, read_bytes
 
 FILE_LIST = ".tfa-sim-files.json"
 STAGE_PREFIX = ".tfa-sim-stage."
+#: Runs with more instruction groups than this skip timeline.svg (draw one with tfa-sim timeline --cores/--tiles).
+TIMELINE_MAX_EVENTS = 20_000
+#: Runs with more events than this skip events.csv unless --events-csv asks for it (events.npz holds them all:
+#: the CSV takes ~100 bytes and ~3 µs per row to write).
+EVENTS_CSV_MAX = 200_000
+#: Runs with more events than this write trace.json for a window of cores only (Perfetto struggles beyond a few
+#: hundred thousand events); ``tfa-sim trace RUN --cores a:b`` exports any other window from events.npz.
+TRACE_MAX_EVENTS = 300_000
+#: The cores of that window unless --trace-window says otherwise (a ≤ core < b).
+TRACE_WINDOW = (0, 4)
 
 
 def created_mode(directory: bool = False) -> int:

@@ -30,7 +30,7 @@ from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
 from tfa_sim.parallel import background, spare_cpus
-from tfa_sim.rundir import RunDir
+from tfa_sim.rundir import EVENTS_CSV_MAX, TIMELINE_MAX_EVENTS, TRACE_MAX_EVENTS, TRACE_WINDOW, RunDir
 from tfa_sim.simulation import launches, simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.trace import collect_counters, write_trace
@@ -50,16 +50,6 @@ OUTPUT_FILES = ("summary.json", "o.npy", EVENTS_NPZ, EVENTS_CSV, "trace.json", "
 #: Everything a run writes into its directory (``dumps/`` a directory); a reused --out loses tfa-sim's old
 #: copies of these (they would describe another run) and nothing else.
 RUN_FILES = (*OUTPUT_FILES, "dumps/")
-#: Runs with more instruction groups than this skip timeline.svg (draw one with tfa-sim timeline --cores/--tiles).
-TIMELINE_MAX_EVENTS = 20_000
-#: Runs with more events than this skip events.csv unless --events-csv asks for it (events.npz holds them all:
-#: the CSV takes ~100 bytes and ~3 µs per row to write).
-EVENTS_CSV_MAX = 200_000
-#: Runs with more events than this write trace.json for a window of cores only (Perfetto struggles beyond a few
-#: hundred thousand events); ``tfa-sim trace RUN --cores a:b`` exports any other window from events.npz.
-TRACE_MAX_EVENTS = 300_000
-#: The cores of that window unless --trace-window says otherwise (a ≤ core < b).
-TRACE_WINDOW = (0, 4)
 
 
 @dataclass
