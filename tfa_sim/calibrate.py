@@ -4,7 +4,7 @@ Eight parameters are fitted, each with a physical meaning and bounds (:data:`FIT
 docs/calibration.md); everything else in a preset is a documented figure.  The fit
 keeps every point's error within :data:`MAX_ERROR` when it can and then minimises the
 mean absolute percentage error (MAPE) of simulated against measured kernel times, in
-three steps that read nothing of the presets' current values:
+three steps none of which starts from the presets' current values:
 
 1. *pipeline* — ``vector.repeat_scale`` and ``sync.flag_latency`` from the points
    that run one block per core on at most 8 cores (no shared-L2 pressure).  Each
@@ -324,12 +324,14 @@ def _l2_step(points: list[Point], shared: dict[str, float], offsets: np.ndarray 
 def fit(points: list[Point]) -> Fit:
     """Fit :data:`FITTED` to ``points`` (steps in the module docstring); predictions from the full model.
 
-    Nothing depends on the presets' current values: the shared values start at the geometric middle of their
-    bounds and each step searches its whole bounds, so a fit to a subset (a leave-one-out fold) sees no other
-    point.
+    Each step searches its parameters' whole bounds, so the result does not depend on the presets' current
+    values and a fit to a subset (a leave-one-out fold) sees no other point.  Only a parameter the points
+    cannot fit keeps its preset value: the pipeline pair without one-wave points, the L2 bandwidth with
+    nothing but one-wave points.
     """
     began = time.perf_counter()
-    shared = {p.key: math.sqrt(p.low * p.high) if p.low > 0 else 0.0 for p in FITTED if not p.per_board}
+    first = base_preset(points[0].preset)
+    shared = {p.key: float(first.value(p.key)) for p in FITTED if not p.per_board}
     shared = _pipeline_step(points, shared)
     shared, raw = _l2_step(points, shared)
     linear = solve_linear(points, raw)
