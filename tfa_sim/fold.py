@@ -167,7 +167,7 @@ def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
     result.gm_bytes, result.hbm_bytes = round(fit["gm"]), round(fit["hbm"])
     stalls: dict[str, dict[tuple[str, str, str], float]] = defaultdict(dict)  # pipe → (stage, cause, what)
     for name, v in fit.items():
-        if name[0] == "stall":
+        if isinstance(name, tuple) and name[0] == "stall":  # "cycles", "gm", "hbm" are plain strings
             stalls[name[1]][name[2:]] = v
     for pipe in result.stats.pipes:
         pipe.busy = fit.get(("busy", pipe.full_name), 0.0)
