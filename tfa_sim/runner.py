@@ -6,9 +6,10 @@ import dataclasses
 import gc
 import os
 import platform
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -73,13 +74,22 @@ def get_inputs(config: Config, inputs_dir: str | None) -> tuple[Inputs, str]:
 
 @dataclass
 class Computed:
-    """A finished simulation, not yet written: the run's results in memory."""
+    """A finished simulation, not yet written: the run's results in memory.  ``golden``, while set, computes
+    the golden comparison (the goldens may still be running on a background thread); :meth:`finish` puts it
+    into the summary."""
 
     config: Config
     hw: Hardware
     sim: SimResult
     numerics: Numerics | None
     summary: dict[str, Any]
+    golden: Callable[[], dict[str, Any]] | None = None
+
+    def finish(self) -> Computed:
+        """Wait for the golden comparison and add it to the summary; returns self."""
+        if self.golden is not None:
+            self.summary["golden"], self.golden = self.golden(), None
+        return self
 
 
 def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, Any]) -> Numerics | None:
@@ -105,6 +115,12 @@ def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, 
 def compute(config: Config, inputs_dir: str | None = None, event_log: bool = True, fold: bool = False) -> Computed:
     """Simulate one config and check its output against the goldens; nothing is written.  ``fold``: estimate
     a timing-only run from short samples (:mod:`tfa_sim.fold`; no event log)."""
+    return start(config, inputs_dir, event_log, fold).finish()
+
+
+def start(config: Config, inputs_dir: str | None = None, event_log: bool = True, fold: bool = False) -> Computed:
+    """:func:`compute` up to the golden comparison, which is left pending (``Computed.golden``): a run writes
+    its event files while the goldens finish."""
     check_run_memory(config, event_log and not fold)
     hw = load_hardware(config.hardware)
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
@@ -116,15 +132,14 @@ def compute(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         spare = numerics is not None and spare_cpus() > 1  # a sweep worker's share may be one CPU
         references = background(reference_outputs, numerics.inputs, config) if numerics and spare else None
         sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
-        golden = None if numerics is None else goldens(
-            numerics, references() if references else reference_outputs(numerics.inputs, config), config)
     summary.update(timing_summary(sim, config))
     summary["overhead"] = dataclasses.asdict(hw.overhead)
     summary["bottleneck"] = bottleneck(sim, hw)
-    if golden is not None:
-        summary["golden"] = golden
     summary.update(config=config.to_dict(), versions=versions())
-    return Computed(config, hw, sim, numerics, summary)
+    if numerics is None:
+        return Computed(config, hw, sim, numerics, summary)
+    outputs = references or partial(reference_outputs, numerics.inputs, config)
+    return Computed(config, hw, sim, numerics, summary, lambda: goldens(numerics, outputs(), config))
 
 
 def reference_outputs(inputs: Inputs, config: Config) -> tuple[np.ndarray, np.ndarray]:
@@ -185,25 +200,31 @@ def write(done: Computed, out_dir: RunDir | str | Path | None = None, events_csv
     config, sim, numerics, summary = done.config, done.sim, done.numerics, done.summary
     rd.refuse_foreign(RUN_FILES)
     rd.remove(_is_run_file)  # a reused --out must not keep a previous run's files
-    if numerics is not None:
-        write_npy(rd.file("o.npy"), numerics.out)
     events = sim.stats.events
-    if events is not None:
+    if events is not None:  # first: the goldens may still be running on the other CPU
         events.add_counters(collect_counters(sim.stats.pools))
         summary["event_log"] = write_event_files(rd, events, summary, events_csv, trace_window)
+        if len(events) <= TIMELINE_MAX_EVENTS:
+            write_timeline(rd, summary, events)
+    done.finish()
+    if numerics is not None:
+        write_npy(rd.file("o.npy"), numerics.out)
     if numerics is not None and numerics.dumps is not None:
         with rd.stage() as staged:
             nbytes = write_dumps(staged, numerics.dumps, config)
             rd.commit(staged, "dumps")
         summary["dumps"] = {"dir": "dumps", "bytes": nbytes, "tiles": len(numerics.dumps.done)}
     write_json(rd.file("summary.json"), summary)
-    if events is not None and len(events) <= TIMELINE_MAX_EVENTS:
-        from tfa_sim.rundir import atomic_write_via
-        from tfa_sim.timeline import make_view, render
-
-        view = make_view(rd.path.name, summary, events)
-        atomic_write_via(rd.file("timeline.svg"), lambda tmp: render([view], tmp))
     return RunResult(rd.path, numerics.out if numerics else None, summary)
+
+
+def write_timeline(rd: RunDir, summary: dict[str, Any], events: EventLog) -> None:
+    """timeline.svg of the whole run."""
+    from tfa_sim.rundir import atomic_write_via
+    from tfa_sim.timeline import make_view, render
+
+    view = make_view(rd.path.name, summary, events)
+    atomic_write_via(rd.file("timeline.svg"), lambda tmp: render([view], tmp))
 
 
 @contextlib.contextmanager
@@ -225,7 +246,7 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     """Simulate one config and write its run directory (``tfa-sim run``), which is locked meanwhile."""
     with claim(out_dir, config.name) as rd, gc_paused():
         rd.refuse_foreign(RUN_FILES)  # before the long part: a directory holding the user's files is refused now
-        return write(compute(config, inputs_dir, event_log, fold), rd, events_csv, trace_window)
+        return write(start(config, inputs_dir, event_log, fold), rd, events_csv, trace_window)
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
