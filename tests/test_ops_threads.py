@@ -77,15 +77,3 @@ def test_an_error_in_a_workers_step_reaches_the_caller(monkeypatch):
     with pytest.raises(FloatingPointError, match="step of block"):
         simulate(config, load_hardware(config.hardware), numerics, log_events=False)
     assert threading.active_count() == before
-
-
-def test_background_work_gives_its_value_or_its_error_and_never_holds_the_process():
-    from tfa_sim.parallel import background
-
-    assert background(sum, [1, 2, 3])() == 6
-    with pytest.raises(ZeroDivisionError):
-        background(lambda: 1 / 0)()
-    gate = threading.Event()
-    background(gate.wait)  # never asked for: a daemon thread, so a failing run exits without it
-    assert any(t.daemon and t.is_alive() for t in threading.enumerate() if t.name == "wait")
-    gate.set()

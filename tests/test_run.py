@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -125,6 +126,7 @@ def test_numerics_run_with_the_configured_blas_threads(monkeypatch, threads):
     for module, name in ((runner, "simulate"), (runner, "kernel_golden"), (runner, "reference_attention"),
                          (functional, "run_block"), (golden, "_golden_head")):
         monkeypatch.setattr(module, name, _recording(getattr(module, name), name, seen))
+    monkeypatch.setattr(runner, "can_fork", lambda: False)  # the goldens in this process, where they are seen
     config = load_config(overrides=["case.s1=512", f"numerics.blas_threads={threads}", "numerics.backend=\"numpy\""])
     runner.compute(config, event_log=False)
     functional.run_functional(runner.get_backend("numpy"), config, generate_inputs(config))
@@ -132,6 +134,48 @@ def test_numerics_run_with_the_configured_blas_threads(monkeypatch, threads):
     assert {n for n, _ in seen} == {"simulate", "kernel_golden", "reference_attention", "run_block", "_golden_head"}
     assert all(t == {threads} for _, t in seen), seen
     assert _blas_threads() == before
+
+
+def _forks(monkeypatch, runner):
+    """The goldens' forked children of the runner, recorded as they are made (a second CPU assumed)."""
+    from tfa_sim.parallel import Forked
+
+    made = []
+
+    def forked(*args):
+        made.append(Forked(*args))
+        return made[-1]
+
+    monkeypatch.setattr(runner, "can_fork", lambda: True)
+    monkeypatch.setattr(runner, "Forked", forked)
+    return made
+
+
+def test_the_goldens_from_a_forked_child_equal_the_goldens_computed_in_process(monkeypatch):
+    from tfa_sim import runner
+
+    config = load_config(overrides=["case.s1=1024", "numerics.seed=11"])
+    made = _forks(monkeypatch, runner)
+    forked = runner.compute(config, event_log=False).summary["golden"]
+    assert len(made) == 1 and made[0]._reaped  # the child ran, and is gone
+    monkeypatch.setattr(runner, "can_fork", lambda: False)
+    assert runner.compute(config, event_log=False).summary["golden"] == forked
+    assert forked["vs_kernel_golden"]["max_abs_err"] > 0  # a real comparison: the two goldens round differently
+
+
+def test_a_failed_simulation_stops_the_goldens_child(monkeypatch):
+    from tfa_sim import runner
+
+    def deadlock(*_args, **_kwargs):
+        raise RuntimeError("simulated failure")
+
+    made = _forks(monkeypatch, runner)
+    monkeypatch.setattr(runner, "simulate", deadlock)
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        runner.compute(load_config(overrides=["case.s1=1024"]), event_log=False)
+    assert len(made) == 1 and made[0]._reaped
+    with pytest.raises(ChildProcessError):
+        os.waitpid(made[0]._pid, os.WNOHANG)
 
 
 LEAN = "import sys; from tfa_sim.cli import main; main(sys.argv[1:])"

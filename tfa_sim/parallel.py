@@ -1,12 +1,12 @@
-"""The second CPU: how many CPUs a run may use, and work handed to a forked process or a background thread.
+"""The second CPU: how many CPUs a run may use, and work handed to a forked process.
 
 A sweep worker is a daemonic process; its share of the CPUs is the sweep's
 (CPUs ÷ ``--jobs``, at least one: ``TFA_SIM_WORKER_CPUS``, set by
 ``tfa_sim.sweep.pool``), so ``--jobs 1`` on two CPUs still folds on both.
 Elsewhere a run may use every CPU of the process.  A run uses the others for
-work that is independent of the simulation: the fold's samples (a forked
-process), the goldens (a background thread) and the numerics of finished
-blocks (worker threads; the stage kernels release the GIL).
+work that is independent of the simulation: the fold's samples and the
+goldens (forked processes) and the numerics of finished blocks (worker
+threads, engine/ops.py; the stage kernels release the GIL).
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import os
 import pickle
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -87,26 +86,3 @@ def _child(fd: int, parent: int, fn: Callable[..., Any], args: tuple[Any, ...]) 
             fh.write(payload)
     finally:
         os._exit(0)
-
-
-def background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    """Start ``fn(*args)`` on a daemon thread; the returned function waits for its value (or raises its error).
-    A run that fails before asking does not wait for it: the thread is abandoned when the process exits."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the value
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name=getattr(fn, "__name__", "background"), daemon=True)
-    thread.start()
-
-    def result() -> Any:
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
-
-    return result

@@ -30,7 +30,7 @@ from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
-from tfa_sim.parallel import background, spare_cpus
+from tfa_sim.parallel import Forked, can_fork
 from tfa_sim.rundir import EVENTS_CSV_MAX, TIMELINE_MAX_EVENTS, TRACE_MAX_EVENTS, TRACE_WINDOW, RunDir
 from tfa_sim.simulation import launches, simulate
 from tfa_sim.stages.block_kernel import Numerics
@@ -75,8 +75,8 @@ def get_inputs(config: Config, inputs_dir: str | None) -> tuple[Inputs, str]:
 @dataclass
 class Computed:
     """A finished simulation, not yet written: the run's results in memory.  ``golden``, while set, computes
-    the golden comparison (the goldens may still be running on a background thread); :meth:`finish` puts it
-    into the summary."""
+    the golden comparison (the goldens may still be running in a forked child); :meth:`finish` puts it into
+    the summary."""
 
     config: Config
     hw: Hardware
@@ -115,36 +115,50 @@ def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, 
 def compute(config: Config, inputs_dir: str | None = None, event_log: bool = True, fold: bool = False) -> Computed:
     """Simulate one config and check its output against the goldens; nothing is written.  ``fold``: estimate
     a timing-only run from short samples (:mod:`tfa_sim.fold`; no event log)."""
-    return start(config, inputs_dir, event_log, fold).finish()
+    with started(config, inputs_dir, event_log, fold) as done:
+        return done.finish()
 
 
-def start(config: Config, inputs_dir: str | None = None, event_log: bool = True, fold: bool = False) -> Computed:
-    """:func:`compute` up to the golden comparison, which is left pending (``Computed.golden``): a run writes
-    its event files while the goldens finish."""
+@contextlib.contextmanager
+def started(config: Config, inputs_dir: str | None = None, event_log: bool = True,
+            fold: bool = False) -> Iterator[Computed]:
+    """:func:`compute` up to the golden comparison, left pending (``Computed.golden``), so that a run writes its
+    event files while the goldens finish.  They need only the inputs: with a CPU to spare a forked child
+    computes them from before the simulation on (a process, not a thread: the simulation and the writers
+    hold the GIL most of the time); it is stopped on leaving, whether or not anyone asked for its result."""
     check_run_memory(config, event_log and not fold)
     hw = load_hardware(config.hardware)
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
     numerics = prepare_numerics(config, inputs_dir, summary)
-    with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
-        kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
-        # the goldens need only the inputs: a second thread computes them while the simulation runs (numpy
-        # releases the GIL in their matmuls, exps and casts); a run that fails first does not wait for them
-        spare = numerics is not None and spare_cpus() > 1  # a sweep worker's share may be one CPU
-        references = background(reference_outputs, numerics.inputs, config) if numerics and spare else None
-        sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
-    summary.update(timing_summary(sim, config))
-    summary["overhead"] = dataclasses.asdict(hw.overhead)
-    summary["bottleneck"] = bottleneck(sim, hw)
-    summary.update(config=config.to_dict(), versions=versions())
-    if numerics is None:
-        return Computed(config, hw, sim, numerics, summary)
-    outputs = references or partial(reference_outputs, numerics.inputs, config)
-    return Computed(config, hw, sim, numerics, summary, lambda: goldens(numerics, outputs(), config))
+    helper = None
+    try:
+        with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
+            kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
+            helper = Forked(reference_outputs, numerics.inputs, config) if numerics and can_fork() else None
+            sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
+        summary.update(timing_summary(sim, config))
+        summary["overhead"] = dataclasses.asdict(hw.overhead)
+        summary["bottleneck"] = bottleneck(sim, hw)
+        summary.update(config=config.to_dict(), versions=versions())
+        yield Computed(config, hw, sim, numerics, summary,
+                       partial(_compare, numerics, config, helper) if numerics is not None else None)
+    finally:
+        if helper is not None:
+            helper.close()
 
 
 def reference_outputs(inputs: Inputs, config: Config) -> tuple[np.ndarray, np.ndarray]:
-    """The float64 reference output and the kernel-ordered golden's output for ``inputs``."""
-    return reference_attention(inputs, config), kernel_golden(inputs, config).o
+    """The float64 reference output and the kernel-ordered golden's output for ``inputs``, with
+    ``numerics.blas_threads`` BLAS threads."""
+    with blas_threads(config.numerics.blas_threads):
+        return reference_attention(inputs, config), kernel_golden(inputs, config).o
+
+
+def _compare(numerics: Numerics, config: Config, helper: Forked | None) -> dict[str, Any]:
+    """The golden comparison, with the references from ``helper``; computed here if there is no child, or if it
+    failed (the computation here then raises its error where it can be reported)."""
+    references = helper.result() if helper is not None else None
+    return goldens(numerics, references or reference_outputs(numerics.inputs, config), config)
 
 
 def goldens(numerics: Numerics, references: tuple[np.ndarray, np.ndarray], config: Config) -> dict[str, Any]:
@@ -246,7 +260,8 @@ def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = Non
     """Simulate one config and write its run directory (``tfa-sim run``), which is locked meanwhile."""
     with claim(out_dir, config.name) as rd, gc_paused():
         rd.refuse_foreign(RUN_FILES)  # before the long part: a directory holding the user's files is refused now
-        return write(start(config, inputs_dir, event_log, fold), rd, events_csv, trace_window)
+        with started(config, inputs_dir, event_log, fold) as done:
+            return write(done, rd, events_csv, trace_window)
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
