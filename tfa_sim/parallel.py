@@ -6,18 +6,23 @@ A sweep worker is a daemonic process; its share of the CPUs is the sweep's
 Elsewhere a run may use every CPU of the process.  A run uses the others for
 work that is independent of the simulation: the fold's samples and the
 goldens (forked processes) and the numerics of finished blocks (worker
-threads, engine/ops.py; the stage kernels release the GIL).
+threads, engine/ops.py; the stage kernels release the GIL).  A forked
+helper, like a sweep worker, dies with its parent (:func:`bind_to_parent`).
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import pickle
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+PR_SET_PDEATHSIG = 1  # prctl's option: a signal for this process when its parent dies
 #: The CPUs a sweep worker may use (set in each worker by tfa_sim.sweep.pool).
 WORKER_CPUS = "TFA_SIM_WORKER_CPUS"
 
@@ -75,8 +80,6 @@ class Forked:
 def _child(fd: int, parent: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """The forked child: run ``fn``, write its pickled outcome, exit without the parent's clean-up."""
     try:
-        from tfa_sim.sweep.pool import bind_to_parent
-
         bind_to_parent(parent)  # a killed parent takes the child with it
         payload = pickle.dumps((True, fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:  # noqa: BLE001 - the parent does the work again and reports the error itself
@@ -86,3 +89,28 @@ def _child(fd: int, parent: int, fn: Callable[..., Any], args: tuple[Any, ...]) 
             fh.write(payload)
     finally:
         os._exit(0)
+
+
+def bind_to_parent(parent_pid: int, interval: float = 0.5) -> None:
+    """Make the calling process exit when process ``parent_pid`` (its parent) is gone."""
+    if not _parent_death_signal():
+        threading.Thread(target=watch_parent, args=(parent_pid, interval), daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _parent_death_signal() -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies; False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def watch_parent(parent_pid: int, interval: float) -> None:
+    """Poll the parent process id; exit the process at once when it is no longer ``parent_pid``."""
+    while os.getppid() == parent_pid:
+        time.sleep(interval)
+    os._exit(1)

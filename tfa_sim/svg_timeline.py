@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from html import escape  # not xml.sax.saxutils: it imports urllib.request, http and ssl
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 from tfa_sim.gantt import (
     MAX_OUTLINED,
@@ -220,4 +220,4 @@ def _n(value: float) -> str:
 
 def _text(value: str) -> str:
     """``value`` as XML character data (characters XML cannot hold become U+FFFD)."""
-    return escape(_NOT_XML.sub("\ufffd", value))
+    return escape(_NOT_XML.sub("\ufffd", value), quote=False)  # &, <, > as in XML

@@ -12,52 +12,24 @@ killed), is replaced and its item reported as ``died``/``timeout``.
 """
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import multiprocessing.connection
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tfa_sim.parallel import WORKER_CPUS, spare_cpus
+from tfa_sim.parallel import WORKER_CPUS, bind_to_parent, spare_cpus
 
-PR_SET_PDEATHSIG = 1
 _END = object()
 
 
 def start_method() -> str:
     """``fork`` where workers can inherit the parent's imports safely (Linux), else ``spawn``."""
     return "fork" if sys.platform.startswith("linux") else "spawn"
-
-
-def bind_to_parent(parent_pid: int, interval: float = 0.5) -> None:
-    """Make the calling process exit when process ``parent_pid`` (its parent) is gone."""
-    if not _parent_death_signal():
-        threading.Thread(target=watch_parent, args=(parent_pid, interval), daemon=True).start()
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os._exit(1)
-
-
-def _parent_death_signal() -> bool:
-    """Ask Linux to SIGKILL this process when its parent dies; False where that is not available."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def watch_parent(parent_pid: int, interval: float) -> None:
-    """Poll the parent process id; exit the process at once when it is no longer ``parent_pid``."""
-    while os.getppid() == parent_pid:
-        time.sleep(interval)
-    os._exit(1)
 
 
 def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int, cpus: int) -> None:
