@@ -137,13 +137,19 @@ def test_numerics_run_with_the_configured_blas_threads(monkeypatch, threads):
 
 
 def _forks(monkeypatch, runner):
-    """The goldens' forked children of the runner, recorded as they are made (a second CPU assumed)."""
+    """The goldens' forked children of the runner, recorded as they are made (a second CPU assumed), each with
+    ``values``: what its ``result()`` returned (None: the child failed and the parent computed them itself)."""
     from tfa_sim.parallel import Forked
+
+    class Recorded(Forked):
+        def result(self):
+            self.values = super().result()
+            return self.values
 
     made = []
 
     def forked(*args):
-        made.append(Forked(*args))
+        made.append(Recorded(*args))
         return made[-1]
 
     monkeypatch.setattr(runner, "can_fork", lambda: True)
@@ -158,6 +164,7 @@ def test_the_goldens_from_a_forked_child_equal_the_goldens_computed_in_process(m
     made = _forks(monkeypatch, runner)
     forked = runner.compute(config, event_log=False).summary["golden"]
     assert len(made) == 1 and made[0]._reaped  # the child ran, and is gone
+    assert made[0].values is not None  # its goldens were used, not recomputed here
     monkeypatch.setattr(runner, "can_fork", lambda: False)
     assert runner.compute(config, event_log=False).summary["golden"] == forked
     assert forked["vs_kernel_golden"]["max_abs_err"] > 0  # a real comparison: the two goldens round differently
@@ -166,11 +173,11 @@ def test_the_goldens_from_a_forked_child_equal_the_goldens_computed_in_process(m
 def test_a_failed_simulation_stops_the_goldens_child(monkeypatch):
     from tfa_sim import runner
 
-    def deadlock(*_args, **_kwargs):
+    def fail(*_args, **_kwargs):
         raise RuntimeError("simulated failure")
 
     made = _forks(monkeypatch, runner)
-    monkeypatch.setattr(runner, "simulate", deadlock)
+    monkeypatch.setattr(runner, "simulate", fail)
     with pytest.raises(RuntimeError, match="simulated failure"):
         runner.compute(load_config(overrides=["case.s1=1024"]), event_log=False)
     assert len(made) == 1 and made[0]._reaped
