@@ -10,7 +10,7 @@ from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
 from tfa_sim.config import load_config
 from tfa_sim.functional import run_functional
-from tfa_sim.golden import kernel_golden, reference_attention
+from tfa_sim.golden import kernel_golden, reference_attention, to_fp16_exact
 from tfa_sim.inputs import generate_inputs
 
 H, S0, S1 = 128, 128, 1024
@@ -81,3 +81,22 @@ def test_comparison_rule_counts():
     got = exp.copy()
     got[5] = np.nan
     assert compare(got, exp).failures == 1
+
+
+def test_the_goldens_fp16_cast_equals_numpys_on_every_rounding_boundary():
+    """Every finite fp16 value and inf, the fp32 midpoints between neighbours (ties) and one fp32 ULP either
+    side of both, fp32 subnormals, NaNs with various payloads, both signs, plus random bit patterns."""
+    halves = np.arange(0x7C01, dtype=np.uint16).view(np.float16).astype(np.float64)  # 0 … 65504, inf
+    upper = np.append(halves[1:-1], 65536.0)  # the next value up (65536: where rounding gives inf)
+    exact = np.concatenate([halves[:-1], (halves[:-1] + upper) / 2]).astype(np.float32).view(np.uint32)
+    special = np.array([0x7F800000, 0x7F800001, 0x7F801FFF, 0x7F802000, 0x7FC00000, 0x7FFFFFFF, 0x00000001,
+                        0x007FFFFF, 0x00800000, 0x33000000, 0x33000001, 0x387FE000, 0x387FF000], np.uint32)
+    rng = np.random.default_rng(5)
+    bits = np.concatenate([exact, exact - 1, exact + 1, special, rng.integers(0, 2 ** 32, 1 << 20, np.uint32)])
+    bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
+    x = bits.view(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = x.astype(np.float16).view(np.uint16)
+    got = to_fp16_exact(x).view(np.uint16)
+    wrong = np.flatnonzero(got != expected)
+    assert wrong.size == 0, [(hex(bits[i]), hex(expected[i]), hex(got[i])) for i in wrong[:5]]
