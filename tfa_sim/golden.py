@@ -49,7 +49,8 @@ def _heads(config: Config):
 
 
 def reference_attention(inputs: Inputs, config: Config) -> np.ndarray:
-    """softmax(cap(Q·Kᵀ/sqrt(HEAD)) + mask)·V in float64, [batch, heads, S0, HEAD], in row blocks."""
+    """softmax(cap(Q·Kᵀ/sqrt(HEAD)) + mask)·V in float64, [batch, heads, S0, HEAD], in row blocks (normalised
+    after the product with V: S0·HEAD divisions instead of S0·S1)."""
     with blas_threads(config.numerics.blas_threads):
         c = config.case
         mask = config_mask(config)
@@ -60,12 +61,15 @@ def reference_attention(inputs: Inputs, config: Config) -> np.ndarray:
             v = inputs.v[b, kv].astype(np.float64)
             for r0 in range(0, c.s0, step):
                 q = inputs.q[b, h, r0:r0 + step].astype(np.float64)
-                s = _capped(q @ k.T / np.sqrt(c.head), c.softcap)
+                s = q @ k.T
+                s /= np.sqrt(c.head)
+                s = _capped(s, c.softcap)
                 hidden = _hidden(mask, b, h, r0, q.shape[0], 0, c.s1)
                 if hidden is not None:
-                    s = np.where(hidden, -np.inf, s)
-                e = np.exp(s - s.max(axis=-1, keepdims=True))
-                out[b, h, r0:r0 + q.shape[0]] = (e / e.sum(axis=-1, keepdims=True)) @ v
+                    s[hidden] = -np.inf
+                s -= s.max(axis=-1, keepdims=True)
+                e = np.exp(s, out=s)  # in place: one block of scores at a time, and no pass more than needed
+                out[b, h, r0:r0 + q.shape[0]] = (e @ v) / e.sum(axis=-1, keepdims=True)
         return out
 
 
