@@ -39,6 +39,9 @@ COUNTER_DTYPES = {"name": np.int32, "t": np.float64, "value": np.int32}
 TABLES = ("units", "pipes", "stages", "kinds", "vias", "slot_names", "counter_names")
 #: A format version stored in the file (bumped when the columns change).
 VERSION = 1
+#: One row's twelve event columns, names decoded (id, unit, pipe, stage, block, tile, sub, kind, start, end,
+#: bytes, flops), as :meth:`EventLog.decoded` gives them.
+Row = tuple[int, str, str, str, int, int, int, str, float, float, int, int]
 
 
 class _Columns:
@@ -183,18 +186,19 @@ class EventLog:
         """Rows (all, or the indices ``rows``) as :class:`~tfa_sim.engine.pipes.Record` views, in log order."""
         from tfa_sim.engine.pipes import Record
 
+        ids = None if rows is None else self.events.view()["id"][rows]
+        slots, deps = self.slot_dicts(ids), self.dep_tuples(ids)
+        empty: tuple[()] = ()
+        return [Record(*row, dict(slots.get(row[0], {})), deps.get(row[0], empty)) for row in self.decoded(rows)]
+
+    def decoded(self, rows: np.ndarray | None = None) -> Iterator[Row]:
+        """The twelve event columns of each row (all, or the indices ``rows``), names decoded, in log order."""
         ev = self.events.view()
-        ids = None
         if rows is not None:
             ev = {k: a[rows] for k, a in ev.items()}
-            ids = ev["id"]
-        slots, deps = self.slot_dicts(ids), self.dep_tuples(ids)
         units, pipes, stages, kinds = (self.names(t) for t in ("units", "pipes", "stages", "kinds"))
-        cols = [ev[k].tolist() for k in EVENT_DTYPES]
-        empty: tuple[()] = ()
-        return [Record(i, units[u], pipes[p], stages[s], b, t, sb, kinds[k], st, en, nb, fl,
-                       dict(slots.get(i, {})), deps.get(i, empty))
-                for i, u, p, s, b, t, sb, k, st, en, nb, fl in zip(*cols)]
+        for i, u, p, s, b, t, sb, k, st, en, nb, fl in zip(*(ev[k].tolist() for k in EVENT_DTYPES)):
+            yield i, units[u], pipes[p], stages[s], b, t, sb, kinds[k], st, en, nb, fl
 
     def slot_dicts(self, ids: np.ndarray | None = None) -> dict[int, dict[str, int]]:
         """Slots held, by instruction id (of ``ids`` only, if given)."""

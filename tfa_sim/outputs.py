@@ -81,9 +81,10 @@ def write_events(path: Path, log: EventLog) -> None:
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         w = csv.writer(text)
         w.writerow(EVENT_COLUMNS)
-        for e in log.records():
-            w.writerow((*e[:12], ";".join(f"{k}={v}" for k, v in e.slots.items()),
-                        ";".join(f"{i}:{cause}:{lat:g}:{via}" for i, cause, lat, via in e.deps)))
+        slots = {i: ";".join(f"{k}={v}" for k, v in held.items()) for i, held in log.slot_dicts().items()}
+        deps = {i: ";".join(f"{p}:{cause}:{lat:g}:{via}" for p, cause, lat, via in d)
+                for i, d in log.dep_tuples().items()}
+        w.writerows((*row, slots.get(row[0], ""), deps.get(row[0], "")) for row in log.decoded())
         text.flush()
         text.detach()
 

@@ -15,6 +15,7 @@ its flow arrows are shared with the Perfetto protobuf writer, :mod:`tfa_sim.perf
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ from tfa_sim.units import TRACKS, buffer_owner, parse_unit
 
 #: Thread ids of the pipes (and the dispatch track) inside a unit's process.
 TIDS = {p: i + 1 for i, p in enumerate(("dispatch", "MTE2", "MTE1", "M", "FIX", "V", "MTE3"))}
+#: Trace events joined into one write.
+WRITE_CHUNK = 4096
 
 
 def unit_kind(unit: str) -> str:
@@ -150,9 +153,10 @@ def dump_trace(fh: IO[bytes], log: EventLog, clock_mhz: float, metadata: dict[st
     text = io.TextIOWrapper(fh, encoding="utf-8")
     text.write('{"traceEvents":[')
     flows, count = [0], 0
-    for event in trace_events(log, clock_mhz, rows, flows):
-        text.write(("," if count else "") + event)
-        count += 1
+    events = trace_events(log, clock_mhz, rows, flows)
+    while chunk := list(itertools.islice(events, WRITE_CHUNK)):  # one write per chunk, not per event
+        text.write(("," if count else "") + ",".join(chunk))
+        count += len(chunk)
     other = {**metadata, "clock_mhz": clock_mhz, "time_unit": "us", "flows": flows[0]}
     text.write('],"displayTimeUnit":"ns","otherData":')
     text.write(json.dumps(other, separators=(",", ":"), default=json_default) + "}")
