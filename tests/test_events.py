@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from test_hostile_cli import tfa
 
 from tfa_sim import runner
 from tfa_sim.config import load_config
-from tfa_sim.events import EVENT_DTYPES, EventLog, load_log, read_log
+from tfa_sim.events import EVENT_DTYPES, FLUSH_ROWS, EventLog, load_log, read_log
 from tfa_sim.hardware import load_hardware
 from tfa_sim.outputs import read_events
 from tfa_sim.simulation import simulate
@@ -48,10 +49,33 @@ def test_growth_keeps_every_row():
     for i in range(100):
         log.add(i, unit, pipe, "compute_qk", 0, i, 0, "TMATMUL", float(i), i + 0.5, 0, 7)
         if i:
-            log.edge(i, i - 1, "data", 0.0, "")
+            log.edges_to(i, [(SimpleNamespace(id=i - 1), "data", 0.0, "")])
     assert len(log) == 100 and log.events.view()["tile"].tolist() == list(range(100))
     assert set(log.events.view()) == set(EVENT_DTYPES)
     assert log.records()[99].deps == ((98, "data", 0.0, ""),)
+
+
+def test_rows_buffered_across_flushes_are_exact_and_in_order():
+    """Rows pass through a Python buffer and float64 on their way into the columns: values at the edges of what a
+    log holds (ids and bytes near 2⁵³, tile −1, cycles with fractions) come back exactly, in order, whether read
+    between flushes or after them."""
+    log = EventLog(capacity=3)
+    unit, pipe = log.unit_code("core3.veccore1"), log.pipe_code("V")
+    n = 2 * FLUSH_ROWS + 5
+    big = 2 ** 53 - n
+    want = [(big + i, unit, pipe, i % 3 - 1, i * 7919 % 1000003, (i * 3.25) / 7, i * 1.0 + 1e-3) for i in range(n)]
+    for i, (ident, u, p, tile, nbytes, start, end) in enumerate(want):
+        log.add(ident, u, p, ("compute_p", "compute_gu")[i % 2], i, tile, 1, "TROWMAX", start, end, nbytes, big - i)
+        log.slot(ident, "UB.src", i % 2)
+        if i == FLUSH_ROWS // 2:  # a read in between flushes the rows buffered so far
+            assert len(log) == i + 1 and log.events.view()["id"][-1] == ident
+    ev, slots = log.events.view(), log.slots.view()
+    assert len(log) == n == len(slots["id"])
+    assert ev["id"].tolist() == [w[0] for w in want] and ev["tile"].tolist() == [w[3] for w in want]
+    assert ev["nbytes"].tolist() == [w[4] for w in want] and ev["flops"].tolist() == [big - i for i in range(n)]
+    assert ev["start"].tolist() == [w[5] for w in want] and ev["end"].tolist() == [w[6] for w in want]
+    assert log.names("stages") == ["compute_p", "compute_gu"] and ev["stage"].tolist() == [i % 2 for i in range(n)]
+    assert slots["slot"].tolist() == [i % 2 for i in range(n)] and slots["id"].tolist() == ev["id"].tolist()
 
 
 def test_trace_window_export_holds_exactly_the_window(timing_run, tmp_path):

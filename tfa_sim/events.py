@@ -44,14 +44,30 @@ VERSION = 1
 Row = tuple[int, str, str, str, int, int, int, str, float, float, int, int]
 
 
+#: Rows an append-only table buffers as Python values before moving them into its numpy columns.
+FLUSH_ROWS = 4096
+
+
 class _Columns:
-    """Named, preallocated numpy columns that double when full."""
+    """Named numpy columns that double when full, appended a row at a time.
+
+    A row goes into a flat list of Python values, moved into the columns every :data:`FLUSH_ROWS` rows (and
+    before any read, :meth:`view`): one ``list.extend`` per row costs about half of a numpy item assignment
+    per column.  The move goes through float64, exact for every value a log holds (integers below 2⁵³,
+    float64 cycles).
+    """
 
     def __init__(self, dtypes: dict[str, Any], capacity: int) -> None:
         self.dtypes = dtypes
-        self.n = 0
+        self.n = 0  # rows in the arrays
         self.capacity = capacity
         self.arrays = {k: np.empty(capacity, dt) for k, dt in dtypes.items()}
+        self.width = len(dtypes)
+        self.pending: list[Any] = []  # rows not yet in the arrays, flattened
+        self.flush_at = FLUSH_ROWS * self.width
+
+    def __len__(self) -> int:
+        return self.n + len(self.pending) // self.width
 
     def grow(self) -> None:
         self.capacity *= 2
@@ -60,8 +76,21 @@ class _Columns:
             bigger[: self.n] = a[: self.n]
             self.arrays[k] = bigger
 
+    def flush(self) -> None:
+        """Move the buffered rows into the columns."""
+        if not self.pending:
+            return
+        rows = np.array(self.pending, np.float64).reshape(-1, self.width)
+        self.pending.clear()
+        while self.n + len(rows) > self.capacity:
+            self.grow()
+        for j, a in enumerate(self.arrays.values()):
+            a[self.n:self.n + len(rows)] = rows[:, j]
+        self.n += len(rows)
+
     def view(self) -> dict[str, np.ndarray]:
         """The filled part of every column (views, not copies)."""
+        self.flush()
         return {k: a[: self.n] for k, a in self.arrays.items()}
 
 
@@ -94,7 +123,7 @@ class EventLog:
         self._via, self._slot_name = self.tables["vias"], self.tables["slot_names"]
 
     def __len__(self) -> int:
-        return self.events.n
+        return len(self.events)
 
     def __iter__(self) -> Iterator[Any]:
         """Record views of every row (materialised at once: for small runs, tests and the task graph)."""
@@ -103,53 +132,41 @@ class EventLog:
     def add(self, ident: int, unit: int, pipe: int, stage: str, block: int, tile: int, sub: int, kind: str,
             start: float, end: float, nbytes: int, flops: int) -> None:
         """One row (``unit`` and ``pipe`` are codes from :meth:`unit_code` / :meth:`pipe_code`)."""
+        stage_code = self._stage.codes.get(stage)
+        if stage_code is None:
+            stage_code = self._stage.code(stage)
+        kind_code = self._kind.codes.get(kind)
+        if kind_code is None:
+            kind_code = self._kind.code(kind)
         cols = self.events
-        i = cols.n
-        if i == cols.capacity:
-            cols.grow()
-        ids, units, pipes, stages, blocks, tiles, subs, kinds, starts, ends, nbs, fls = cols.arrays.values()
-        ids[i] = ident
-        units[i] = unit
-        pipes[i] = pipe
-        code = self._stage.codes.get(stage)
-        stages[i] = self._stage.code(stage) if code is None else code
-        blocks[i] = block
-        tiles[i] = tile
-        subs[i] = sub
-        code = self._kind.codes.get(kind)
-        kinds[i] = self._kind.code(kind) if code is None else code
-        starts[i] = start
-        ends[i] = end
-        nbs[i] = nbytes
-        fls[i] = flops
-        cols.n = i + 1
+        pending = cols.pending
+        pending.extend((ident, unit, pipe, stage_code, block, tile, sub, kind_code, start, end, nbytes, flops))
+        if len(pending) >= cols.flush_at:
+            cols.flush()
 
-    def edge(self, dst: int, src: int, cause: str, lat: float, via: str) -> None:
-        """``dst`` was released by ``src`` through ``cause`` (``via`` the flag or slot, "" for data)."""
-        cols = self.edges
-        i = cols.n
-        if i == cols.capacity:
-            cols.grow()
-        dsts, srcs, causes, lats, vias = cols.arrays.values()
-        dsts[i] = dst
-        srcs[i] = src
-        causes[i] = CAUSE_CODES[cause]
-        lats[i] = lat
-        code = self._via.codes.get(via)
-        vias[i] = self._via.code(via) if code is None else code
-        cols.n = i + 1
+    def edges_to(self, dst: int, deps: Iterable[tuple[Any, str, float, str]]) -> None:
+        """Instruction ``dst`` was released by each (predecessor, cause, latency, via) of ``deps``: the
+        predecessor an instruction (its ``id`` is logged), ``via`` the flag or slot ("" for data)."""
+        cols, vias = self.edges, self._via
+        pending = cols.pending
+        for pred, cause, lat, via in deps:
+            via_code = vias.codes.get(via)
+            if via_code is None:
+                via_code = vias.code(via)
+            pending.extend((dst, pred.id, CAUSE_CODES[cause], lat, via_code))
+        if len(pending) >= cols.flush_at:
+            cols.flush()
 
     def slot(self, ident: int, name: str, index: int) -> None:
         """Instruction ``ident`` holds slot ``index`` of buffer ``name``."""
+        code = self._slot_name.codes.get(name)
+        if code is None:
+            code = self._slot_name.code(name)
         cols = self.slots
-        i = cols.n
-        if i == cols.capacity:
-            cols.grow()
-        a = cols.arrays
-        a["id"][i] = ident
-        a["name"][i] = self._slot_name.code(name)
-        a["slot"][i] = index
-        cols.n = i + 1
+        pending = cols.pending
+        pending.extend((ident, code, index))
+        if len(pending) >= cols.flush_at:
+            cols.flush()
 
     def add_counters(self, counters: dict[str, list[tuple[float, int]]]) -> None:
         """The run's occupancy samples (trace.json counter tracks), stored with the log."""

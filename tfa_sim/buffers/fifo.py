@@ -47,6 +47,8 @@ class GmFifo:
         self.consumed = [Flag(env, f"{name}.consumed[aiv{a}]", latency, "credit", consumers[a])
                          for a in range(LANES)]
         self.unread: list[list[int | None]] = [[None] * depth for _ in range(LANES)]
+        self.readers = [0] * depth  # per slot: the lanes whose tile in it is unread
+        self.held = 0  # slots holding an unread tile in some lane
         self.store = TileStore(depth, shape, dtype)
         self.samples: list[tuple[float, int]] | None = None  # (cycle, slots holding unread data)
 
@@ -77,12 +79,17 @@ class GmFifo:
             raise HazardError(f"{self.name} slot {slot} (aiv{lane} rows) overwritten by {by.label} tile {t} at "
                               f"cycle {self.env.now:.0f} while tile {held} is unread; the credit rule "
                               f"(depth {self.depth}, period {self.period}) does not protect it")
+        if held is None:
+            self._count(slot, 1)
         self.unread[lane][slot] = t
         self._sample()
 
     def free(self, lane: int, t: int) -> None:
         """The consumer of ``lane`` has finished reading tile t."""
-        self.unread[lane][t % self.depth] = None
+        slot = t % self.depth
+        if self.unread[lane][slot] is not None:
+            self.unread[lane][slot] = None
+            self._count(slot, -1)
         self._sample()
 
     def flags(self) -> list[Flag]:
@@ -93,12 +100,21 @@ class GmFifo:
         for flag in self.flags():
             flag.reset()
         self.unread = [[None] * self.depth for _ in range(LANES)]
+        self.readers = [0] * self.depth
+        self.held = 0
         self.store.clear()
+
+    def _count(self, slot: int, change: int) -> None:
+        """A lane's tile in ``slot`` became unread (+1) or was read (-1): the slot counts in ``held`` while
+        any lane's tile in it is unread."""
+        before = self.readers[slot]
+        self.readers[slot] = before + change
+        if not before or not before + change:
+            self.held += change
 
     def _sample(self) -> None:
         if self.samples is not None:
-            held = sum(any(lane[s] is not None for lane in self.unread) for s in range(self.depth))
-            self.samples.append((now(self.env), held))
+            self.samples.append((now(self.env), self.held))
 
 
 class FifoTile:

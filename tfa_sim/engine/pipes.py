@@ -310,12 +310,13 @@ class Pipe:
     def _record_dep(self, ins: Instr, source: Any, granted: Any) -> None:
         """Remember which instruction enabled this wait (for the critical path); ``granted`` carries the
         ``pred`` of a slot or flag grant."""
-        if ins.deps is None:
-            ins.deps = []
+        deps = ins.deps
+        if deps is None:
+            deps = ins.deps = []
         if source.__class__ is Instr:
-            ins.deps.append((source, "data", 0.0, ""))
+            deps.append((source, "data", 0.0, ""))
         elif granted.pred is not None:
-            ins.deps.append((granted.pred, source.cause, getattr(source, "latency", 0.0), source.short_name))
+            deps.append((granted.pred, source.cause, getattr(source, "latency", 0.0), source.short_name))
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
         self._pending, self._wait_index = pending, index
@@ -367,10 +368,9 @@ class Pipe:
                 ins.start, ins.end, ins.nbytes, ins.flops)
         for w in ins.waits:
             if w.__class__ is Slot:
-                log.slot(ident, w.short_name, w.index)
+                log.slot(ident, w.pool.short_name, w.index)
         if ins.deps:
-            for d, cause, lat, via in ins.deps:
-                log.edge(ident, d.id, cause, lat, via)
+            log.edges_to(ident, ins.deps)
 
     def waiting_on(self) -> tuple[Instr, str, Any] | None:
         """(blocked instruction, what it waits for, the pipe that would signal it), or None."""
