@@ -168,16 +168,15 @@ class EventLog:
         if len(pending) >= cols.flush_at:
             cols.flush()
 
-    def add_counters(self, counters: dict[str, list[tuple[float, int]]]) -> None:
-        """The run's occupancy samples (trace.json counter tracks), stored with the log."""
+    def add_counters(self, counters: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """The run's occupancy samples (trace.json counter tracks), stored with the log: name → (cycles, values)."""
         table = self.tables["counter_names"]
-        parts = [(table.code(name), np.array(samples, np.float64).reshape(-1, 2)) for name, samples in counters.items()]
-        parts = [(code, a) for code, a in parts if len(a)]
+        parts = [(table.code(name), t, v) for name, (t, v) in counters.items() if len(t)]
         if parts:
             cols = self.counters
-            arrays = {"name": np.concatenate([np.full(len(a), code, np.int32) for code, a in parts]),
-                      "t": np.concatenate([a[:, 0] for _, a in parts]),
-                      "value": np.concatenate([a[:, 1] for _, a in parts]).astype(np.int32)}
+            arrays = {"name": np.concatenate([np.full(len(t), code, np.int32) for code, t, _ in parts]),
+                      "t": np.concatenate([t for _, t, _ in parts]).astype(np.float64),
+                      "value": np.concatenate([v for _, _, v in parts]).astype(np.int32)}
             cols.arrays = {k: np.concatenate([a[: cols.n], arrays[k]]) for k, a in cols.arrays.items()}
             cols.n = cols.capacity = len(cols.arrays["name"])
 

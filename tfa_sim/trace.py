@@ -41,13 +41,19 @@ def unit_order(unit: str) -> tuple[int, int]:
     return parse_unit(unit).sort_key
 
 
-def collect_counters(pools: list) -> dict[str, list[tuple[float, int]]]:
-    """Occupancy samples of every traced pool, merged over blocks by name."""
-    merged: dict[str, list[tuple[float, int]]] = {}
+def collect_counters(pools: list) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Occupancy samples of every traced pool, merged over blocks by name: name → (cycles, values), in time order
+    (a stable sort: samples of one cycle keep the order they were taken in)."""
+    merged: dict[str, list[float]] = {}
     for pool in pools:
         if pool.samples:
             merged.setdefault(pool.name, []).extend(pool.samples)
-    return {k: sorted(v, key=lambda s: s[0]) for k, v in merged.items()}
+    out = {}
+    for name, flat in merged.items():
+        pairs = np.array(flat, np.float64).reshape(-1, 2)  # exact: cycles are float64, values small integers
+        order = np.argsort(pairs[:, 0], kind="stable")
+        out[name] = (pairs[order, 0], pairs[order, 1].astype(np.int32))
+    return out
 
 
 def _js(value: Any) -> str:

@@ -50,7 +50,7 @@ class GmFifo:
         self.readers = [0] * depth  # per slot: the lanes whose tile in it is unread
         self.held = 0  # slots holding an unread tile in some lane
         self.store = TileStore(depth, shape, dtype)
-        self.samples: list[tuple[float, int]] | None = None  # (cycle, slots holding unread data)
+        self.samples: list[float] | None = None  # cycle, slots holding unread data, cycle, … (flat)
 
     # ---- the credit rule -------------------------------------------------------------------------
     def producer_waits(self, t: int) -> bool:
@@ -114,7 +114,7 @@ class GmFifo:
 
     def _sample(self) -> None:
         if self.samples is not None:
-            self.samples.append((now(self.env), self.held))
+            self.samples.extend((now(self.env), self.held))
 
 
 class FifoTile:

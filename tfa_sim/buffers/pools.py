@@ -62,7 +62,7 @@ class Pool:
         self.short_name = name.split(".", 1)[1] if name.startswith("core") and "." in name else name  # no "coreN."
         self.waiters: deque[Pending] = deque()
         self.owner_pipe = owner_pipe
-        self.samples: list[tuple[float, int]] | None = None  # (cycle, slots in use) when the trace wants them
+        self.samples: list[float] | None = None  # cycle, slots in use, cycle, … (flat) when the trace wants them
 
     def request(self, tag: Any = None) -> Any:
         """What was asked for, granted now — the handle or flag itself, with ``triggered`` true, ``value``
@@ -172,7 +172,7 @@ class PingPong(Pool):
         self.next = (slot + 1) % self.count
         self.in_use += 1
         if self.samples is not None:
-            self.samples.append((now(self.env), self.in_use))
+            self.samples.extend((now(self.env), self.in_use))
         return slot, self.released_by[slot]
 
     def release(self, slot: int, by: Any = None, handle: Slot | None = None) -> None:
@@ -189,7 +189,7 @@ class PingPong(Pool):
         self.released_by[slot] = by
         self.in_use -= 1
         if self.samples is not None:
-            self.samples.append((now(self.env), self.in_use))
+            self.samples.extend((now(self.env), self.in_use))
         if self.waiters:
             self._wake()
 
