@@ -14,6 +14,7 @@ its flow arrows are shared with the Perfetto protobuf writer, :mod:`tfa_sim.perf
 """
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import json
@@ -132,18 +133,21 @@ def trace_events(log: EventLog, clock_mhz: float, rows: np.ndarray | None, flows
     head = {key: f'"pid":{p},"tid":{t}' for key, (p, t) in pipe_tracks(log, pid).items()}
     sub_key = [_js(sub_field(u)) for u in unit_names]
     cols = {k: ev[k].tolist() for k in EVENT_DTYPES}
+    quoted = functools.cache(_js)  # buffer and flag names, few and repeated: each slots dict's JSON is assembled
+    slot_js = {i: "{" + ",".join(f"{quoted(n)}:{v}" for n, v in held.items()) + "}" for i, held in slots.items()}
     for i, u, p, s, b, t, sb, k, start, end, nb, fl in zip(*cols.values()):
         cycles = end - start
-        slot = _js(slots[i]) if i in slots else "{}"
+        slot = slot_js.get(i, "{}")
         yield (f'{{"ph":"X","name":{kinds[k]},"cat":{stages[s]},{head[u, p]},"ts":{start * us!r},'
                f'"dur":{cycles * us!r},"args":{{"stage":{stages[s]},"block":{b},"tile":{t},{sub_key[u]}:{sb},'
                f'"slots":{slot},"bytes":{nb},"flops":{fl},"cycles":{cycles!r},"start_cycle":{start!r},"id":{i}}}}}')
     units, pipes, starts = cols["unit"], cols["pipe"], cols["start"]
     for src, dst, cause, via in flow_pairs(ev, deps):
         flows[0] += 1
-        yield (f'{{"ph":"s","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[units[src], pipes[src]]},'
+        name = quoted(via)
+        yield (f'{{"ph":"s","id":{flows[0]},"name":{name},"cat":"{cause}",{head[units[src], pipes[src]]},'
                f'"ts":{starts[src] * us!r}}}')
-        yield (f'{{"ph":"f","bp":"e","id":{flows[0]},"name":{_js(via)},"cat":"{cause}",{head[units[dst], pipes[dst]]},'
+        yield (f'{{"ph":"f","bp":"e","id":{flows[0]},"name":{name},"cat":"{cause}",{head[units[dst], pipes[dst]]},'
                f'"ts":{starts[dst] * us!r}}}')
     for owner, track, times, values in window_counters(log, pid):
         counter = f'{{"ph":"C","name":{_js(track)},"pid":{pid[owner]},"tid":0,"ts":'
