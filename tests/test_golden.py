@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
@@ -82,6 +83,26 @@ def test_comparison_rule_counts():
     got = exp.copy()
     got[5] = np.nan
     assert compare(got, exp).failures == 1
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 256, 1 << 30])
+def test_comparison_in_chunks_equals_the_comparison_at_once(monkeypatch, chunk):
+    """compare() works in chunks of COMPARE_CHUNK elements: every field (counts, maxima, the first failure) equals
+    the one-chunk result, with failures, NaNs, infs, zeros and near-zeros spread over several chunks."""
+    from tfa_sim import compare as module
+
+    rng = np.random.default_rng(5)
+    exp = rng.standard_normal((3, 50, 64)).astype(np.float32)
+    got = exp + rng.standard_normal(exp.shape).astype(np.float32) * 1e-4
+    got.flat[[900, 5000, 9001]] += 1.0
+    exp.flat[[77, 4000]] = 0.0
+    got.flat[[78, 4001]] = 1e-13  # near zero where the golden is not
+    got.flat[333], exp.flat[8000], got.flat[8100] = np.nan, np.inf, -np.inf
+    monkeypatch.setattr(module, "COMPARE_CHUNK", 1 << 30)
+    whole = compare(got, exp)
+    monkeypatch.setattr(module, "COMPARE_CHUNK", chunk)
+    assert compare(got, exp) == whole
+    assert whole.failures >= 5 and whole.first_failure == 77 and whole.near_zero == 2 and whole.max_rel_err == np.inf
 
 
 def test_the_goldens_fp16_cast_equals_numpys_on_every_rounding_boundary():
