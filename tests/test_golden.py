@@ -122,3 +122,22 @@ def test_the_goldens_fp16_cast_equals_numpys_on_every_rounding_boundary():
     got = to_fp16_exact(x).view(np.uint16)
     wrong = np.flatnonzero(got != expected)
     assert wrong.size == 0, [(hex(bits[i]), hex(expected[i]), hex(got[i])) for i in wrong[:5]]
+
+
+def test_kernel_golden_in_row_chunks_records_what_the_whole_head_does(monkeypatch):
+    """GOLDEN_ROWS bounds the rows per call.  In chunks of 48 rows (the last one short) of a causal case with two
+    heads, every recorded intermediate and O agree with the whole-head recurrence up to BLAS's last-bit rounding
+    (a chunk filed at the wrong rows, or masked from the wrong first row, would differ by whole values)."""
+    from tfa_sim import golden
+
+    config = load_config(overrides=["case.causal=true", "case.s0=200", "case.s1=512", "case.heads=2"])
+    inputs = generate_inputs(config)
+    whole = kernel_golden(inputs, config, record=True)
+    monkeypatch.setattr(golden, "GOLDEN_ROWS", 48)
+    chunked = kernel_golden(inputs, config, record=True)
+    assert whole.tensors is not None and chunked.tensors is not None
+    for name, want in [("o", whole.o), ("p_fp32", whole.p_fp32), *whole.tensors.items()]:
+        got = chunked.o if name == "o" else chunked.p_fp32 if name == "p_fp32" else chunked.tensors[name]
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=1e-6,
+                                   err_msg=name)
+    assert compare(chunked.o, reference_attention(inputs, config)).passed

@@ -18,7 +18,7 @@ from tfa_sim.blas import blas_threads
 from tfa_sim.blocks import config_mask
 from tfa_sim.config import Config
 from tfa_sim.inputs import Inputs
-from tfa_sim.intermediates import BY_NAME, empty_full, write_golden
+from tfa_sim.intermediates import BY_NAME, empty_full, row_slice, write_golden
 from tfa_sim.masks import Mask, Rows
 from tfa_sim.numerics import MASK_VALUE, input_dtype
 
@@ -26,6 +26,11 @@ F32 = np.float32
 U32 = np.uint32
 #: Score elements (float64) the reference attention holds at once.
 REFERENCE_CHUNK = 1 << 22
+#: Query rows of a head the kernel-ordered golden takes at once: its memory is O(rows · TILE_S1), not O(S0).
+#: Above this many rows BLAS may round a chunk's products differently from the generator's whole-S0 call (its
+#: blocking follows the row count), as it does from one machine's BLAS to another's: the golden is compared
+#: under the kernel's rule, never bit for bit.
+GOLDEN_ROWS = 8192
 
 
 def _hidden(mask: Mask, b: int, h: int, r0: int, rows: int, col0: int, cols: int) -> np.ndarray | None:
@@ -91,7 +96,8 @@ class KernelGolden:
 
 
 def kernel_golden(inputs: Inputs, config: Config, record: bool = False) -> KernelGolden:
-    """Tile-wise recurrence over all S1/TILE_S1 tiles, full S0 of each head at once, as the generator does."""
+    """Tile-wise recurrence over all S1/TILE_S1 tiles, as the generator does, for up to :data:`GOLDEN_ROWS` query
+    rows of a head at once (the generator takes a head's whole S0: the same bits up to that many rows)."""
     with blas_threads(config.numerics.blas_threads):
         c = config.case
         o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
@@ -99,10 +105,13 @@ def kernel_golden(inputs: Inputs, config: Config, record: bool = False) -> Kerne
         p_fp32 = np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None
         mask = config_mask(config)
         for b, h, kv in _heads(config):
-            o[b, h] = _golden_head(inputs.q[b, h], inputs.k[b, kv], inputs.v[b, kv], config,
-                                   partial(_hidden, mask, b, h, 0, c.s0),
-                                   None if tensors is None else {n: a[b, h] for n, a in tensors.items()},
-                                   None if p_fp32 is None else p_fp32[b, h])
+            for r0 in range(0, c.s0, GOLDEN_ROWS):
+                rows = slice(r0, min(r0 + GOLDEN_ROWS, c.s0))
+                o[b, h, rows] = _golden_head(
+                    inputs.q[b, h, rows], inputs.k[b, kv], inputs.v[b, kv], config,
+                    partial(_hidden, mask, b, h, r0, rows.stop - r0),
+                    None if tensors is None else {n: row_slice(BY_NAME[n], a[b, h], rows) for n, a in tensors.items()},
+                    None if p_fp32 is None else p_fp32[b, h, rows])
         return KernelGolden(o, tensors, p_fp32)
 
 

@@ -110,6 +110,11 @@ def empty_full(item: Intermediate, config: Config) -> np.ndarray:
     return np.full(full_shape(item, config), item.skipped or 0.0, item.dtype_for(config))
 
 
+def row_slice(item: Intermediate, head: np.ndarray, rows: slice) -> np.ndarray:
+    """The query rows ``rows`` of one (batch, head)'s full-layout array of ``item`` (a view)."""
+    return head[rows] if item.layout in ("scores", "out") else head[:, rows]
+
+
 def block_index(item: Intermediate, block: Any, t: int, config: Config) -> tuple[Any, ...]:
     """Where the tile of ``block`` at global logical tile ``t`` sits in a full-layout array: an index for
     ``full[index]`` (read) and ``full[index] = tile`` (write), rows × (columns)."""

@@ -62,10 +62,14 @@ def intermediate_bytes(config: Config) -> int:
 
 
 def _per_head_transient(config: Config) -> int:
-    """One head of the goldens: K/V in float64, a block of float64 scores, one tile's float64 softmax."""
+    """One head of the goldens: K/V in float64, a block of float64 scores, one tile's float64 softmax over the
+    kernel-ordered golden's rows."""
+    from tfa_sim.golden import GOLDEN_ROWS, REFERENCE_CHUNK
+
     c = config.case
-    chunk_rows = min(c.s0, max(1, (1 << 22) // max(c.s1, 1)))
-    return 16 * c.s1 * c.head + 32 * chunk_rows * c.s1 + 30 * c.s0 * config.tiling.tile_s1 + 12 * c.s0 * c.head
+    chunk_rows = min(c.s0, max(1, REFERENCE_CHUNK // max(c.s1, 1)))
+    return (16 * c.s1 * c.head + 32 * chunk_rows * c.s1 + 30 * min(c.s0, GOLDEN_ROWS) * config.tiling.tile_s1
+            + 12 * c.s0 * c.head)
 
 
 def _engine_bytes(config: Config) -> int:
