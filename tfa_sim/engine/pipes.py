@@ -21,7 +21,7 @@ import simpy
 from tfa_sim.buffers.pools import Pool, Slot
 from tfa_sim.engine.gm import MISS
 from tfa_sim.engine.ops import BlockOps
-from tfa_sim.engine.simpy_adapter import call_at, now
+from tfa_sim.engine.simpy_adapter import Alarm, now
 from tfa_sim.events import CAUSES, EventLog
 from tfa_sim.units import parse_unit
 
@@ -197,6 +197,7 @@ class Pipe:
         self.queue: deque[Instr] = deque()
         self.blocked: tuple[Instr, Any] | None = None  # (instruction, the Instr/Slot/Flag it waits on)
         self._running: Instr | None = None
+        self._alarm = Alarm(env, self._complete)  # the running instruction's end
         self._advancing = False  # re-entry guard: a finishing pipe may call back into this one
         self._pending: Any = None  # the not-yet-triggered wait of the head instruction
         self._wait_index = 0
@@ -272,7 +273,7 @@ class Pipe:
                 cycles = cost
             if cycles > 0:
                 self._running = ins
-                call_at(env, cycles, self._complete)
+                self._alarm.set(cycles)
                 break
             self._finish(ins, 0)
         self._advancing = False

@@ -5,7 +5,8 @@ property call per clock read.  The engine schedules one bare event per
 instruction group and reads the clock several times per group, so this module
 owns two shortcuts, valid for the SimPy version pinned in pyproject.toml
 (``simpy>=4.1,<4.2``): an event whose only job is to call one callback at a
-given time, and a direct read of the clock.  With the environment variable
+given time (and, for a caller with one such call pending at a time, one event
+reused for all its calls), and a direct read of the clock.  With the environment variable
 ``TFA_SIM_PUBLIC_SIMPY=1`` both use SimPy's public API instead (same results,
 same order of events); the measured difference is in README "Timing model"
 (``benchmarks/bench_sim.py --public-simpy``).
@@ -44,8 +45,33 @@ def _call_at_fast(env: simpy.Environment, delay: float, callback: Callable[[Any]
     heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Callback(env, callback)))
 
 
+class _AlarmPublic:
+    """:data:`Alarm` through the public API: a Timeout per call."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
+        self.env, self.callback = env, callback
+
+    def set(self, delay: float) -> None:
+        self.env.timeout(delay).callbacks.append(self.callback)
+
+
+class _AlarmFast(_Callback):
+    """:data:`Alarm` as one :class:`_Callback` pushed onto the queue again for each call."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
+        super().__init__(env, callback)
+        self.calls = self.callbacks
+
+    def set(self, delay: float) -> None:
+        env = self.env
+        self.callbacks = self.calls  # SimPy's step took them (and left None); the list itself is unchanged
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))
+
 
 #: ``call_at(env, delay, callback)``: call ``callback(event)`` ``delay`` cycles from now.
 call_at = _call_at_public if PUBLIC_API else _call_at_fast
+#: ``Alarm(env, callback)``, then ``.set(delay)``: ``call_at`` for a caller with at most one call pending at a
+#: time (a pipe's running instruction), which one event object then serves for every call.
+Alarm = _AlarmPublic if PUBLIC_API else _AlarmFast
 #: ``now(env)``: the simulation clock.
 now: Callable[[simpy.Environment], float] = operator.attrgetter("now" if PUBLIC_API else "_now")
