@@ -2,7 +2,8 @@
 
 A large run executes tens of millions of instruction groups; a Python object per group (a record, its
 slot dict, its dependency tuples) costs gigabytes and most of the run's time in allocation and GC.  The
-:class:`EventLog` instead appends each group into preallocated, growable column arrays — ids, times,
+:class:`EventLog` instead appends each group (through a short buffer of plain values) into growable
+column arrays — ids, times,
 block/tile/sub, bytes, flops, and the strings (unit, pipe, stage, kind) as int codes into small per-log
 string tables — with the dependency edges and the slot occupancy in two further tables keyed by
 instruction id.  :meth:`EventLog.save` writes it as one uncompressed ``events.npz`` (no pickled objects);
@@ -89,7 +90,7 @@ class _Columns:
         self.n += len(rows)
 
     def view(self) -> dict[str, np.ndarray]:
-        """The filled part of every column (views, not copies)."""
+        """The filled part of every column (views, not copies), buffered rows moved in first."""
         self.flush()
         return {k: a[: self.n] for k, a in self.arrays.items()}
 
