@@ -11,7 +11,7 @@ from tfa_sim.backends import get_backend
 from tfa_sim.compare import compare
 from tfa_sim.config import load_config
 from tfa_sim.functional import run_functional
-from tfa_sim.golden import kernel_golden, reference_attention, to_fp16_exact
+from tfa_sim.golden import fp16_values, kernel_golden, reference_attention
 from tfa_sim.inputs import generate_inputs
 
 H, S0, S1 = 128, 128, 1024
@@ -105,21 +105,23 @@ def test_comparison_in_chunks_equals_the_comparison_at_once(monkeypatch, chunk):
     assert whole.failures >= 5 and whole.first_failure == 77 and whole.near_zero == 2 and whole.max_rel_err == np.inf
 
 
-def test_the_goldens_fp16_cast_equals_numpys_on_every_rounding_boundary():
-    """Every finite fp16 value and inf, the fp32 midpoints between neighbours (ties) and one fp32 ULP either
-    side of both, fp32 subnormals, NaNs with various payloads, both signs, plus random bit patterns."""
+def test_the_goldens_fp16_rounding_equals_numpys_casts_on_every_rounding_boundary():
+    """fp16_values(x) is x.astype(fp16).astype(fp32), bit for bit: every finite fp16 value and inf, the fp32
+    midpoints between neighbours (ties) and one fp32 ULP either side of both, fp32 subnormals, NaNs with various
+    payloads (quiet and signalling), both signs, plus random bit patterns."""
     halves = np.arange(0x7C01, dtype=np.uint16).view(np.float16).astype(np.float64)  # 0 … 65504, inf
     upper = np.append(halves[1:-1], 65536.0)  # the next value up (65536: where rounding gives inf)
     exact = np.concatenate([halves[:-1], (halves[:-1] + upper) / 2]).astype(np.float32).view(np.uint32)
     special = np.array([0x7F800000, 0x7F800001, 0x7F801FFF, 0x7F802000, 0x7FC00000, 0x7FFFFFFF, 0x00000001,
-                        0x007FFFFF, 0x00800000, 0x33000000, 0x33000001, 0x387FE000, 0x387FF000], np.uint32)
+                        0x007FFFFF, 0x00800000, 0x33000000, 0x33000001, 0x387FE000, 0x387FF000, 0x477FEFFF,
+                        0x477FF000, 0x7F7FFFFF], np.uint32)
     rng = np.random.default_rng(5)
     bits = np.concatenate([exact, exact - 1, exact + 1, special, rng.integers(0, 2 ** 32, 1 << 20, np.uint32)])
     bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
     x = bits.view(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        expected = x.astype(np.float16).view(np.uint16)
-    got = to_fp16_exact(x).view(np.uint16)
+        expected = x.astype(np.float16).astype(np.float32).view(np.uint32)
+    got = fp16_values(x).view(np.uint32)
     wrong = np.flatnonzero(got != expected)
     assert wrong.size == 0, [(hex(bits[i]), hex(expected[i]), hex(got[i])) for i in wrong[:5]]
 

@@ -24,6 +24,9 @@ from tfa_sim.numerics import MASK_VALUE, input_dtype
 
 F32 = np.float32
 U32 = np.uint32
+#: The bits of 2^-14, fp16's smallest normal value, in fp32.
+SMALLEST_NORMAL = U32(113 << 23)
+U16 = np.uint16
 #: Score elements (float64) the reference attention holds at once.
 REFERENCE_CHUNK = 1 << 22
 #: Query rows of a head the kernel-ordered golden takes at once: its memory is O(rows · TILE_S1), not O(S0).
@@ -143,8 +146,9 @@ def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Conf
         tile_sum = e.sum(axis=-1, dtype=F32)
         l = tile_sum if l is None else em * l + tile_sum
         m = m_new
-        p = to_fp16_exact(e) if c.dtype == "fp16" else e.astype(input_dtype(c.dtype))
-        pv = p.astype(F32) @ v16[cols].astype(F32)
+        # P in the input dtype, held as its fp32 values (exact), which is what the PV product takes
+        p = fp16_values(e) if c.dtype == "fp16" else e.astype(input_dtype(c.dtype)).astype(F32)
+        pv = p @ v16[cols].astype(F32)
         o = pv if o is None else em[:, None] * o + pv
         if rec is not None and p_fp32 is not None:
             rec["qk_fifo"][:, cols], rec["p_fifo"][:, cols], p_fp32[:, cols] = qk, p, e
@@ -157,27 +161,38 @@ def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Conf
     return o_final
 
 
-def to_fp16_exact(x: np.ndarray) -> np.ndarray:
-    """fp32 → fp16, round to nearest even: bit-equal to ``x.astype(np.float16)`` (tests/test_golden.py checks
-    every rounding boundary), without numpy's slow path for results below fp16's normal range, which costs
-    about 100 ns an element here, against about 12 ns for this, and holds most of a peaked P."""
+def fp16_values(x: np.ndarray) -> np.ndarray:
+    """fp32 → fp16 → fp32, rounding to nearest even: bit-equal to ``x.astype(np.float16).astype(np.float32)``
+    (tests/test_golden.py checks every rounding boundary), computed on fp32's bits.  numpy's two casts take
+    a slow path for every value below fp16's normal range (a microcode assist per subnormal on x86, about
+    100 ns an element), where most of a peaked P lies; this takes about 3 ns an element on any data.  The
+    normal and the subnormal result are combined by arithmetic, not by a select, whose branch on a random
+    mask costs more than the arithmetic."""
     b = np.ascontiguousarray(x, dtype=F32).view(U32)
     a = b & U32(0x7FFFFFFF)
-    # normal results: drop 13 mantissa bits, rounding half to even by the carry; 65520 and above give inf
-    normal = a - U32(112 << 23)  # rebias the exponent (wraps for small values, which take `tiny` below)
-    normal += U32(0xFFF)
-    normal += (a >> U32(13)) & U32(1)
-    normal >>= U32(13)
-    np.minimum(normal, U32(0x7C00), out=normal)
-    # results below 2^-14 are multiples of 2^-24: scaling by 2^24 is exact, rint rounds half to even, and
-    # 1024 (2^-14 itself) is the bit pattern of the smallest normal
-    tiny = a < U32(113 << 23)
-    sub = np.fmin(a.view(F32), F32(2.0 ** -14))  # fmin: a NaN gives 2^-14 here (it takes its own branch)
-    sub *= F32(2.0 ** 24)
-    out = np.where(tiny, np.rint(sub).astype(U32), normal)
-    # NaN keeps the top of its payload, and at least one bit of it, as numpy's cast does
-    nan = a > U32(0x7F800000)
+    # |x| ≥ 2^-14: keep 10 mantissa bits, rounding half to even by the carry into them; smaller magnitudes
+    # are raised to 2^-14 first
+    out = np.maximum(a, SMALLEST_NORMAL)
+    odd = out >> U32(13)
+    odd &= U32(1)
+    out += U32(0xFFF)
+    out += odd
+    out &= U32(0xFFFFE000)
+    # |x| < 2^-14: adding 0.5 in fp32, whose ulp there is 2^-24, rounds |x| to a multiple of 2^-24 (fp16's
+    # subnormal step), half to even, and subtracting it again is exact; larger magnitudes give 2^-14
+    with np.errstate(invalid="ignore"):  # a signalling NaN raises the flag; NaN takes its own branch below
+        tiny = np.minimum(a.view(F32), F32(2.0 ** -14))
+        tiny += F32(0.5)
+        tiny -= F32(0.5)
+    # out is 2^-14 wherever |x| < 2^-14 and tiny is 2^-14 elsewhere: out + tiny − 2^-14 (on the bits, which
+    # wrap) is tiny there and out elsewhere
+    out += tiny.view(U32)
+    out -= SMALLEST_NORMAL
+    over = out > U32(0x477FE000)  # rounded past 65504, fp16's largest finite value: inf
+    if over.any():
+        out[over] = U32(0x7F800000)
+    nan = a > U32(0x7F800000)  # NaN keeps the top 10 bits of its payload, and at least one bit, as numpy's casts do
     if nan.any():
-        out[nan] = U32(0x7C00) | np.maximum((a[nan] & U32(0x7FFFFF)) >> U32(13), U32(1))
-    out |= (b >> U32(16)) & U32(0x8000)
-    return out.astype(np.uint16).view(np.float16)
+        out[nan] = U32(0x7F800000) | (np.maximum((a[nan] & U32(0x7FFFFF)) >> U32(13), U32(1)) << U32(13))
+    out |= b & U32(0x80000000)
+    return out.view(F32)
