@@ -77,3 +77,34 @@ def test_an_error_in_a_workers_step_reaches_the_caller(monkeypatch):
     with pytest.raises(FloatingPointError, match="step of block"):
         simulate(config, load_hardware(config.hardware), numerics, log_events=False)
     assert threading.active_count() == before
+
+
+@pytest.mark.parametrize(("backend", "threads", "forked", "cpus", "expected"), [
+    ("native", 0, True, 2, 1),  # the goldens' child takes the second CPU: the kernels run inline
+    ("native", 0, True, 4, 3),
+    ("native", 0, True, 1, 1),
+    ("native", 0, False, 2, 2),  # no child (no fork, or no CPU to spare for one)
+    ("numpy", 0, True, 2, 2),  # numpy's kernels are ten times the goldens' work: every CPU
+    ("native", 3, True, 2, 3),  # an explicit count is taken as given
+])
+def test_default_worker_threads_leave_the_goldens_child_a_cpu_with_native_kernels(
+        monkeypatch, backend, threads, forked, cpus, expected):
+    from tfa_sim import simulation
+
+    monkeypatch.setattr(simulation, "spare_cpus", lambda: cpus)
+    config = build_config({"numerics": {"backend": backend, "threads": threads}})
+    assert simulation.op_threads(config, goldens_forked=forked) == expected
+
+
+def test_a_run_tells_the_simulation_that_its_goldens_are_forked(tmp_path, monkeypatch):
+    """runner.started passes ``goldens_forked`` exactly when it has forked the goldens' child."""
+    from tfa_sim import runner
+
+    seen = []
+    real = runner.simulate
+    monkeypatch.setattr(runner, "simulate", lambda *a, **k: seen.append(k["goldens_forked"]) or real(*a, **k))
+    config = build_config({"case": {"s0": 128, "s1": 512}})
+    for fork in (True, False):
+        monkeypatch.setattr(runner, "can_fork", lambda fork=fork: fork)
+        run(config, None, str(tmp_path / f"fork-{fork}"), event_log=False)
+    assert seen == [True, False]

@@ -136,7 +136,8 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
             kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
             helper = Forked(reference_outputs, numerics.inputs, config) if numerics and can_fork() else None
-            sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels)
+            sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels,
+                           goldens_forked=helper is not None)
         summary.update(timing_summary(sim, config))
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)

@@ -47,16 +47,24 @@ def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
             "s1_split": max((b.chunks for b in blocks), default=1)}
 
 
-def op_threads(config: Config) -> int:
-    """Worker threads for the blocks' stage kernels: ``numerics.threads``, 0 meaning every CPU to spare."""
-    return config.numerics.threads or spare_cpus()
+def op_threads(config: Config, goldens_forked: bool = False) -> int:
+    """Worker threads for the blocks' stage kernels: ``numerics.threads``; 0 means every CPU to spare, less one
+    for the goldens' forked child (``goldens_forked``) when the stage kernels are native.  Their C work is
+    about the goldens' size, so the child needs a CPU of its own; numpy's stage kernels are about ten times
+    the goldens' work and gain from every CPU (2 CPUs, S0 = 512, S1 = 8192: one thread instead of two makes
+    native runs 5–9 % faster and numpy runs 8 % slower; benchmarks/README.md)."""
+    if config.numerics.threads:
+        return config.numerics.threads
+    child = 1 if goldens_forked and config.numerics.backend == "native" else 0
+    return max(1, spare_cpus() - child)
 
 
 def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,
-             fold: bool = False, kernels: list[Kernel] | None = None) -> SimResult:
+             fold: bool = False, kernels: list[Kernel] | None = None, goldens_forked: bool = False) -> SimResult:
     """Run the whole kernel once; fills ``numerics.out`` when numerics are on.  ``fold``: a timing-only
     run without event log is estimated from short samples where that is sound (:mod:`tfa_sim.fold`).
-    ``kernels``: the run's launches if built already (``launches(config, hw, numerics)``)."""
+    ``kernels``: the run's launches if built already (``launches(config, hw, numerics)``); ``goldens_forked``:
+    a forked child computes the goldens meanwhile (:func:`op_threads`)."""
     kernels = kernels or launches(config, hw, numerics)
     if fold and (numerics is not None or log_events):
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
@@ -65,7 +73,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     if fold and refused is None:
         result = simulate_folded(kernels, hw, config.schedule.qk_preload)
     else:
-        result = run_chip(kernels, hw, log_events, op_threads(config) if numerics is not None else 1)
+        result = run_chip(kernels, hw, log_events, op_threads(config, goldens_forked) if numerics is not None else 1)
         result.folded = refused and f"not folded: {refused}"
     result.work = work(config, kernels[0].blocks)
     return result
