@@ -24,8 +24,9 @@ F32 = np.float32
 
 #: exp_model name → the kernels' ``exp_model`` code (tfa_native.h).
 EXP_MODEL_CODES = {"tfa": 0, "libm": 1}
-#: narrow dtype name → ``enum tfa_elem`` (tfa_native.h).
-ELEM_CODES = {"float16": 0, "bfloat16": 1}
+#: narrow dtype → ``enum tfa_elem`` (tfa_native.h); keyed by dtype, not by its ``name``, which numpy computes
+#: in Python on every access (a few µs, a thousand times a run).
+ELEM_CODES = {np.dtype(F16): 0, nx.BF16: 1}
 
 _NOT_BUILT = ("native backend not built: reinstall with `pip install .` on a machine with a C "
               "compiler, or use --backend numpy")
@@ -66,7 +67,7 @@ def _check(status: int, what: str) -> None:
 
 def _elem_code(dtype: np.dtype) -> int:
     """``enum tfa_elem`` of fp16 or bf16."""
-    return ELEM_CODES[np.dtype(dtype).name]
+    return ELEM_CODES[np.dtype(dtype)]
 
 
 def _operands(a, b) -> tuple[np.ndarray, np.ndarray, int]:
