@@ -35,7 +35,7 @@ def test_output_and_dumps_are_the_same_bits_for_any_thread_count(tmp_path, backe
     o1, dumps1, manifest = outputs(tmp_path, backend, 1, schedule)
     split = "s1_split" in schedule
     assert {d["name"] for d in manifest} == NAMES | ({"combine_o"} if split else set())
-    for threads in (2, 3):
+    for threads in (2, 3, 0):  # 0: the default, one worker beside the goldens' child on two CPUs
         o, dumps, _ = outputs(tmp_path, backend, threads, schedule)
         assert o == o1
         assert dumps == dumps1  # the manifest too: dumps are listed in simulated completion order
@@ -80,20 +80,20 @@ def test_an_error_in_a_workers_step_reaches_the_caller(monkeypatch):
 
 
 @pytest.mark.parametrize(("backend", "threads", "forked", "cpus", "expected"), [
-    ("native", 0, True, 2, 1),  # the goldens' child takes the second CPU: the kernels run inline
+    ("native", 0, True, 2, 1),  # the goldens' child takes one of two CPUs: one worker beside the simulation
+    ("numpy", 0, True, 2, 1),
     ("native", 0, True, 4, 3),
-    ("native", 0, True, 1, 1),
-    ("native", 0, False, 2, 2),  # no child (no fork, or no CPU to spare for one)
-    ("numpy", 0, True, 2, 2),  # numpy's kernels are ten times the goldens' work: every CPU
+    ("native", 0, False, 2, 2),  # no child: every CPU
+    ("numpy", 0, False, 1, 0),  # one CPU: the steps run in the simulation's thread
+    ("native", 1, True, 4, 0),  # numerics.threads = 1: in the simulation's thread
     ("native", 3, True, 2, 3),  # an explicit count is taken as given
 ])
-def test_default_worker_threads_leave_the_goldens_child_a_cpu_with_native_kernels(
-        monkeypatch, backend, threads, forked, cpus, expected):
+def test_default_workers_leave_the_goldens_child_a_cpu(monkeypatch, backend, threads, forked, cpus, expected):
     from tfa_sim import simulation
 
     monkeypatch.setattr(simulation, "spare_cpus", lambda: cpus)
     config = build_config({"numerics": {"backend": backend, "threads": threads}})
-    assert simulation.op_threads(config, goldens_forked=forked) == expected
+    assert simulation.op_workers(config, goldens_forked=forked) == expected
 
 
 def test_a_run_tells_the_simulation_that_its_goldens_are_forked(tmp_path, monkeypatch):

@@ -104,7 +104,7 @@ class NumericsConfig:
     exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
     seed: int = 7  # the reference generator's numpy.random.seed
     blas_threads: int = 1  # BLAS threads for the numerics' matmuls (tfa_sim.blas: small matmuls run best on one)
-    threads: int = 0  # threads running finished blocks' stage kernels (engine/ops.py); 0: simulation.op_threads
+    threads: int = 0  # threads running finished blocks' stage kernels (engine/ops.py); 0: simulation.op_workers
 
 
 @dataclass(frozen=True)

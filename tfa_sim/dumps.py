@@ -129,7 +129,7 @@ def write_dumps(tmp: Path, recorder: DumpRecorder, config: Config) -> int:
     complete (``RunDir.commit``); returns the bytes written."""
     manifest = []
     written = 0
-    # in simulated completion order; with numerics.threads > 1 blocks record in any order (engine/ops.py)
+    # in simulated completion order; with worker threads (simulation.op_workers) blocks record in any order
     for d in sorted(recorder.done, key=lambda d: (d.event["end_cycle"], d.block, d.tile, d.name)):
         item = BY_NAME[d.name]
         base = f"block{d.block}_{d.name}{d.tile}"

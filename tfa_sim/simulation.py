@@ -47,16 +47,16 @@ def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
             "s1_split": max((b.chunks for b in blocks), default=1)}
 
 
-def op_threads(config: Config, goldens_forked: bool = False) -> int:
-    """Worker threads for the blocks' stage kernels: ``numerics.threads``; 0 means every CPU to spare, less one
-    for the goldens' forked child (``goldens_forked``) when the stage kernels are native.  Their C work is
-    about the goldens' size, so the child needs a CPU of its own; numpy's stage kernels are about ten times
-    the goldens' work and gain from every CPU (2 CPUs, S0 = 512, S1 = 8192: one thread instead of two makes
-    native runs 5–9 % faster and numpy runs 8 % slower; benchmarks/README.md)."""
+def op_workers(config: Config, goldens_forked: bool = False) -> int:
+    """Worker threads for the blocks' stage kernels, 0 for none (each step runs in the simulation's thread).
+    ``numerics.threads`` = n > 1 asks for n and 1 for none; 0 (the default) takes every CPU to spare, less one
+    for the goldens' forked child (``goldens_forked``), and none on one CPU.  On 2 CPUs that is one worker
+    beside the simulation and the child: S0 = 512, S1 = 8192 native 0.71 s inline, 0.58 s with one worker,
+    0.75–0.82 s with two; numpy 2.01 s with one, 2.06 s with two (benchmarks/README.md)."""
     if config.numerics.threads:
-        return config.numerics.threads
-    child = 1 if goldens_forked and config.numerics.backend == "native" else 0
-    return max(1, spare_cpus() - child)
+        return config.numerics.threads if config.numerics.threads > 1 else 0
+    cpus = spare_cpus()
+    return max(1, cpus - goldens_forked) if cpus > 1 else 0
 
 
 def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,
@@ -64,7 +64,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     """Run the whole kernel once; fills ``numerics.out`` when numerics are on.  ``fold``: a timing-only
     run without event log is estimated from short samples where that is sound (:mod:`tfa_sim.fold`).
     ``kernels``: the run's launches if built already (``launches(config, hw, numerics)``); ``goldens_forked``:
-    a forked child computes the goldens meanwhile (:func:`op_threads`)."""
+    a forked child computes the goldens meanwhile (:func:`op_workers`)."""
     kernels = kernels or launches(config, hw, numerics)
     if fold and (numerics is not None or log_events):
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
@@ -73,7 +73,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     if fold and refused is None:
         result = simulate_folded(kernels, hw, config.schedule.qk_preload)
     else:
-        result = run_chip(kernels, hw, log_events, op_threads(config, goldens_forked) if numerics is not None else 1)
+        result = run_chip(kernels, hw, log_events, op_workers(config, goldens_forked) if numerics is not None else 0)
         result.folded = refused and f"not folded: {refused}"
     result.work = work(config, kernels[0].blocks)
     return result

@@ -115,10 +115,10 @@ def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:
 class _Chip:
     """The cores, GM and statistics of one run, and the processes that run its launches."""
 
-    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str], op_threads: int) -> None:
+    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str], op_workers: int) -> None:
         self.hw, self.env = hw, simpy.Environment()
         self.stats = Stats(log_events, stages)
-        self.stats.ops = BlockOps(op_threads) if op_threads > 1 else None
+        self.stats.ops = BlockOps(op_workers) if op_workers else None
         self.gm = GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth, hw.gm.miss_latency)
         self.cores: list[Core] = []  # created as launches need them (unused cores have no pipes in the stats)
         self.launches: list[Launch] = []
@@ -191,11 +191,12 @@ class _Chip:
 
 
 def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool = True,
-             op_threads: int = 1) -> SimResult:
+             op_workers: int = 0) -> SimResult:
     """Run the kernels (one launch each, in order) once on ``hw``; time 0 is the first launch's start.
-    ``op_threads`` > 1: the numerics' data steps run per block on that many worker threads (engine/ops.py)."""
+    ``op_workers``: the numerics' data steps run per block on that many worker threads (engine/ops.py); 0: each
+    as its instruction completes, in the simulation's thread."""
     launches = [kernels] if not isinstance(kernels, Sequence) else list(kernels)
-    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s], op_threads)
+    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s], op_workers)
     launcher = chip.env.process(chip.run_launches(launches))
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
     # a fifth of the wall time on large runs.  Blocks drop their tiles when they end

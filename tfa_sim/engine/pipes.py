@@ -142,7 +142,7 @@ class Stats:
         self.pools: list[Any] = []  # pools / FIFOs with occupancy samples (when logging)
         self.next_id = 0
         self.events: EventLog | None = EventLog() if log_events else None
-        self.ops: BlockOps | None = None  # with numerics.threads > 1: data steps run per block on workers
+        self.ops: BlockOps | None = None  # with worker threads (simulation.op_workers): data steps run per block
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
