@@ -56,7 +56,9 @@ def op_workers(config: Config, goldens_forked: bool = False) -> int:
     if config.numerics.threads:
         return config.numerics.threads if config.numerics.threads > 1 else 0
     cpus = spare_cpus()
-    return max(1, cpus - goldens_forked) if cpus > 1 else 0
+    if cpus == 1:
+        return 0
+    return cpus - 1 if goldens_forked else cpus
 
 
 def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,
