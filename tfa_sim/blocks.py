@@ -196,8 +196,8 @@ def _tiles_of(rows: Rows, mask: Mask, config: Config,
     col0s = np.arange(first * kf, end * kf, dtype=np.int64) * t.cube_s1
     seen, _ = mask.tile_coverage(rows, col0s, t.cube_s1)
     per_tile = seen.reshape(end - first, kf)
-    ids = tuple(first + int(i) for i in np.flatnonzero(per_tile.any(axis=1)))
-    return ids, tuple(tuple(bool(x) for x in per_tile[i - first]) for i in ids)
+    hit = np.flatnonzero(per_tile.any(axis=1))
+    return tuple((hit + first).tolist()), tuple(map(tuple, per_tile[hit].tolist()))  # Python ints and bools
 
 
 def make_blocks(config: Config, mask: Mask | None = None, cores: int = 1) -> list[Block]:
