@@ -1,7 +1,26 @@
-"""Build hook: compiles the native C stage kernels with cffi during ``pip install``.
+"""Build hook: compiles the native C stage kernels with cffi and the engine's hot path with mypyc during
+``pip install``.
 
-Everything else lives in pyproject.toml; setuptools needs ``cffi_modules`` here.
+Everything else lives in pyproject.toml; setuptools needs ``cffi_modules`` and ``ext_modules`` here.
+mypyc turns the listed modules — the pipes, issue streams, GM and slot/flag pools that run once per
+instruction group — into C extensions from the same typed source (README "Timing model"); the source is
+what runs when ``TFA_SIM_PURE_PYTHON=1`` is set at install time (same results, slower).
 """
+import os
+
 from setuptools import setup
 
-setup(cffi_modules=["native/build_native.py:ffibuilder"])
+#: The engine's per-instruction path, compiled by mypyc (tests/test_compiled_engine.py runs the source beside it).
+COMPILED = ["tfa_sim/engine/pipes.py", "tfa_sim/engine/issue.py", "tfa_sim/engine/gm.py",
+            "tfa_sim/buffers/pools.py", "tfa_sim/buffers/fifo.py", "tfa_sim/engine/simpy_adapter.py",
+            "tfa_sim/stages/compute_qk.py", "tfa_sim/stages/compute_p.py", "tfa_sim/stages/compute_pv.py",
+            "tfa_sim/stages/compute_gu.py"]
+
+ext_modules = []
+if os.environ.get("TFA_SIM_PURE_PYTHON", "") != "1":
+    from mypyc.build import mypycify
+
+    # one shared library inside the package (tfa_sim/_engine__mypyc…so), so editable installs find it too
+    ext_modules = mypycify(COMPILED, group_name="tfa_sim._engine", opt_level="3")
+
+setup(cffi_modules=["native/build_native.py:ffibuilder"], ext_modules=ext_modules)

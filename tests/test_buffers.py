@@ -27,7 +27,7 @@ def check(got, want, what):
 
 def who(kind: str = "X", stage: str = "s", tile: int = 0, sub: int = 0) -> Instr:
     """An instruction used only as a name (``label``) and as the ``by`` of effects; it never runs."""
-    return Instr(None, stage, 0, tile, sub, kind, 0.0)  # type: ignore[arg-type]
+    return Instr(Pipe(simpy.Environment(), "core0.cubecore0", "M", Stats(False)), stage, 0, tile, sub, kind, 0.0)
 
 
 def at(env: simpy.Environment, when: float, action) -> None:

@@ -42,7 +42,8 @@ class Pending:
     def __init__(self, tag: Any) -> None:
         self.tag = tag
         self.callback: Any = None
-        self.value = self.pred = None
+        self.value: Any = None
+        self.pred: Any = None
         self.triggered = False
 
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import simpy
 
 from tfa_sim.buffers.pools import Pool, Slot
-from tfa_sim.engine.gm import MISS
+from tfa_sim.engine.gm import MISS, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import Alarm, now
 from tfa_sim.events import CAUSES, EventLog
@@ -181,7 +181,8 @@ class Pipe:
     need to stay fast.
     """
 
-    def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats, gm: Any = None) -> None:
+    def __init__(self, env: simpy.Environment, unit: str, name: str, stats: Stats,
+                 gm: GlobalMemory | None = None) -> None:
         self.env = env
         self.gm = gm
         self.line_base: Hashable = None  # whose input lines the block on this core reads (Block.line_base)
@@ -242,7 +243,7 @@ class Pipe:
                     index += 1
                 for at in range(index, len(waits)):
                     source = waits[at]
-                    if source.__class__ is Instr:
+                    if isinstance(source, Instr):
                         if not source.finished:
                             self._block_on_instr(ins, source, at)
                             return
@@ -262,10 +263,11 @@ class Pipe:
             if ins.stream_wait is not None:
                 self._stream_stall(ins, ins.stream_wait)
             cost = ins.cost
-            if cost.__class__ is GmMove:
+            if isinstance(cost, GmMove):
                 line = cost.line
                 if line is not None and line is not MISS:
                     line = (self.line_base, line)
+                assert self.gm is not None, "a GM transfer on a pipe without GM"
                 cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, line)
                 if gm_wait > 0:
                     self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
