@@ -116,6 +116,8 @@ class Block:
 
     def coverage(self, t: int, r0: int, n: int) -> str:
         """How the mask covers local tile t for block rows r0 … r0+n−1: none, partial or full."""
+        if self.mask.kind == "none":
+            return "none"
         return self.mask.coverage(self.slice_rows(r0, n), self.tile_ids[t] * self.tile_s1, self.tile_s1)
 
     def masked(self, t: int, r0: int, n: int) -> np.ndarray | None:

@@ -25,7 +25,6 @@ simulated in full.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
@@ -66,9 +65,16 @@ def _sample(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> SimR
     blocks = list(kernel.blocks)[:count]
     if tiles is not None:
         blocks = [_cut(b, tiles) for b in blocks]
-    folded = copy.copy(kernel)
-    folded.blocks = blocks  # type: ignore[misc]  # the kernels keep their blocks in a plain attribute
-    return run_chip(folded, hw, log_events=False)
+    return run_chip(_Sampled(kernel, blocks), hw, log_events=False)
+
+
+class _Sampled:
+    """``kernel`` on some of its blocks (a :class:`~tfa_sim.engine.chip.Kernel`)."""
+
+    def __init__(self, kernel: Kernel, blocks: list[Any]) -> None:
+        self.kernel, self.blocks = kernel, blocks
+        self.name, self.stages = kernel.name, kernel.stages
+        self.start, self.template_key = kernel.start, kernel.template_key
 
 
 def foldable(kernels: Sequence[Kernel]) -> str | None:
