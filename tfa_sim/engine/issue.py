@@ -76,7 +76,7 @@ class IssueStream:
     def replay(self, template: Sequence[Any], block: int) -> None:
         """Issue a recorded template again, for ``block``."""
         for item in template:
-            item.reset(block) if item.__class__ is Instr else item.reset()
+            item.reset(block) if isinstance(item, Instr) else item.reset()
         self.items = None
         items: Iterator[Any] = iter(template)
         self._next = items.__next__
@@ -92,7 +92,7 @@ class IssueStream:
         """Issue items until the program ends or a wait blocks."""
         item, items = self._item, self.items
         while True:
-            if item.__class__ is Instr:
+            if isinstance(item, Instr):
                 if self._wait is not None:
                     item.stream_wait, self._wait = self._wait, None
                 item.pipe.issue(item)

@@ -283,15 +283,15 @@ class Pipe:
     def _resumed(self, ins: Instr, source: Any) -> bool:
         """The head was blocked on ``source``: has it triggered?  If so, count the stall and go on."""
         pending = self._pending
-        if not (pending.finished if pending.__class__ is Instr else pending.triggered):
+        if not (pending.finished if isinstance(pending, Instr) else pending.triggered):
             self._advancing = False  # woken by something else: keep waiting
             return False
-        cause, what = ("data", source.pipe.as_source) if source.__class__ is Instr else \
+        cause, what = ("data", source.pipe.as_source) if isinstance(source, Instr) else \
             (source.cause, source.short_name)
         self.stall_by[(ins.stage, cause, what)] += now(self.env) - self._blocked_since
         self._pending = self.blocked = None
         if self.log:
-            self._record_dep(ins, source, None if pending.__class__ is Instr else pending)
+            self._record_dep(ins, source, None if isinstance(pending, Instr) else pending)
         return True
 
     def _block_on_instr(self, ins: Instr, source: Instr, index: int) -> None:
@@ -316,7 +316,7 @@ class Pipe:
         deps = ins.deps
         if deps is None:
             deps = ins.deps = []
-        if source.__class__ is Instr:
+        if isinstance(source, Instr):
             deps.append((source, "data", 0.0, ""))
         elif granted.pred is not None:
             deps.append((granted.pred, source.cause, getattr(source, "latency", 0.0), source.short_name))
@@ -370,7 +370,7 @@ class Pipe:
         log.add(ident, self._unit_code, self._pipe_code, ins.stage, ins.block, ins.tile, ins.sub, ins.kind,
                 ins.start, ins.end, ins.nbytes, ins.flops)
         for w in ins.waits:
-            if w.__class__ is Slot:
+            if isinstance(w, Slot):
                 log.slot(ident, w.pool.short_name, w.index)
         if ins.deps:
             log.edges_to(ident, ins.deps)
@@ -380,7 +380,7 @@ class Pipe:
         if self.blocked is None:
             return None
         ins, source = self.blocked
-        if source.__class__ is Slot:
+        if isinstance(source, Slot):
             pool = source.pool
             return ins, pool.name + pool.holder_label(source.want), pool.owner_pipe
         if isinstance(source, Pool):

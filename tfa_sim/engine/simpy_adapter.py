@@ -26,15 +26,25 @@ from simpy.events import NORMAL
 PUBLIC_API = os.environ.get("TFA_SIM_PUBLIC_SIMPY", "") == "1"
 
 
-class _Callback(simpy.Event):
-    """A triggered event with one callback: what ``env.timeout(d).callbacks.append(cb)`` builds, without the
-    Timeout's bookkeeping."""
+class _Scheduled:
+    """An event SimPy's loop can process, with one callback: ``Environment.step`` reads only ``callbacks``
+    (taking them and leaving None) and ``_ok``.  What ``env.timeout(d).callbacks.append(cb)`` builds, as a
+    plain class that mypyc compiles (setup.py): no ``simpy.Event`` and its Python attribute lookups, and the
+    environment's queue and id counter read once."""
 
     def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
         self.env = env
-        self.callbacks = [callback]
-        self._value = None
+        self.queue: list[Any] = env._queue
+        self.eids = env._eid
+        self.calls = [callback]
+        self.callbacks: list[Callable[[Any], None]] | None = self.calls
         self._ok = True
+        self._value: Any = None
+
+    def set(self, delay: float) -> None:
+        """Be processed ``delay`` cycles from now (again: SimPy's step took the callbacks and left None)."""
+        self.callbacks = self.calls
+        heappush(self.queue, (self.env._now + delay, NORMAL, next(self.eids), self))
 
 
 def _call_at_public(env: simpy.Environment, delay: float, callback: Callable[[Any], None]) -> None:
@@ -42,7 +52,7 @@ def _call_at_public(env: simpy.Environment, delay: float, callback: Callable[[An
 
 
 def _call_at_fast(env: simpy.Environment, delay: float, callback: Callable[[Any], None]) -> None:
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Callback(env, callback)))
+    _Scheduled(env, callback).set(delay)
 
 
 class _AlarmPublic:
@@ -55,23 +65,10 @@ class _AlarmPublic:
         self.env.timeout(delay).callbacks.append(self.callback)
 
 
-class _AlarmFast(_Callback):
-    """:data:`Alarm` as one :class:`_Callback` pushed onto the queue again for each call."""
-
-    def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
-        super().__init__(env, callback)
-        self.calls = self.callbacks
-
-    def set(self, delay: float) -> None:
-        env = self.env
-        self.callbacks = self.calls  # SimPy's step took them (and left None); the list itself is unchanged
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))
-
-
 #: ``call_at(env, delay, callback)``: call ``callback(event)`` ``delay`` cycles from now.
 call_at = _call_at_public if PUBLIC_API else _call_at_fast
 #: ``Alarm(env, callback)``, then ``.set(delay)``: ``call_at`` for a caller with at most one call pending at a
 #: time (a pipe's running instruction), which one event object then serves for every call.
-Alarm = _AlarmPublic if PUBLIC_API else _AlarmFast
+Alarm = _AlarmPublic if PUBLIC_API else _Scheduled
 #: ``now(env)``: the simulation clock.
 now: Callable[[simpy.Environment], float] = operator.attrgetter("now" if PUBLIC_API else "_now")
