@@ -27,6 +27,7 @@ from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream, Program
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.pipes import Pipe, Stats
+from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.errors import ScheduleError
 from tfa_sim.hardware import Hardware
 
@@ -205,7 +206,7 @@ def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool 
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        chip.env.run()  # each launch drains its blocks' data steps before the next starts
+        run(chip.env)  # each launch drains its blocks' data steps before the next starts
     finally:
         if chip.stats.ops is not None:
             chip.stats.ops.close()

@@ -12,13 +12,13 @@ and set flags.  The engine knows no stage by name: stages are labels here.
 """
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple
 
 import simpy
 
-from tfa_sim.buffers.pools import Pool, Slot
+from tfa_sim.buffers.pools import Pending, Pool, Slot
 from tfa_sim.engine.gm import MISS, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import Alarm, now
@@ -195,7 +195,8 @@ class Pipe:
         #: how a stall on this pipe's data reads in the bottleneck report
         self.as_source = f"data from {parse_unit(unit).kind}.{name}"
         self.stats = stats
-        self.queue: deque[Instr] = deque()
+        self.queue: list[Instr] = []  # issued, not started: queue[head:] (emptied whenever it runs dry)
+        self.head = 0
         self.blocked: tuple[Instr, Any] | None = None  # (instruction, the Instr/Slot/Flag it waits on)
         self._running: Instr | None = None
         self._alarm = Alarm(env, self._complete)  # the running instruction's end
@@ -216,7 +217,7 @@ class Pipe:
 
     def issue(self, ins: Instr) -> Instr:
         self.queue.append(ins)
-        if self._pending is None and len(self.queue) == 1:
+        if self._pending is None and len(self.queue) - self.head == 1:
             self._advance()
         return ins
 
@@ -233,7 +234,7 @@ class Pipe:
         self._advancing = True
         queue, env, log = self.queue, self.env, self.log
         while queue:
-            ins = queue[0]
+            ins = queue[self.head]
             waits = ins.waits
             if waits:
                 index = self._wait_index
@@ -242,7 +243,7 @@ class Pipe:
                         return
                     index += 1
                 for at in range(index, len(waits)):
-                    source = waits[at]
+                    source: Instr | Slot | Pool = waits[at]
                     if isinstance(source, Instr):
                         if not source.finished:
                             self._block_on_instr(ins, source, at)
@@ -251,14 +252,17 @@ class Pipe:
                             self._record_dep(ins, source, None)
                         continue
                     grant = source.request(ins)
-                    if not grant.triggered:
+                    if isinstance(grant, Pending):  # queued: it calls back once granted
                         grant.callback = self._advance
                         self._block(ins, source, grant, at)
                         return
                     if log:
                         self._record_dep(ins, source, grant)
                 self._wait_index = 0
-            queue.popleft()
+            self.head += 1
+            if self.head == len(queue):
+                queue.clear()
+                self.head = 0
             start = ins.start = now(env)
             if ins.stream_wait is not None:
                 self._stream_stall(ins, ins.stream_wait)

@@ -13,17 +13,16 @@ same order of events); the measured difference is in README "Timing model"
 """
 from __future__ import annotations
 
-import operator
 import os
 from collections.abc import Callable
-from heapq import heappush
-from typing import Any
+from heapq import heappop, heappush
+from typing import Any, Final
 
 import simpy
 from simpy.events import NORMAL
 
 #: Use SimPy's public API instead of the shortcuts (read once, at import).
-PUBLIC_API = os.environ.get("TFA_SIM_PUBLIC_SIMPY", "") == "1"
+PUBLIC_API: Final = os.environ.get("TFA_SIM_PUBLIC_SIMPY", "") == "1"
 
 
 class _Scheduled:
@@ -65,10 +64,34 @@ class _AlarmPublic:
         self.env.timeout(delay).callbacks.append(self.callback)
 
 
+def _run_public(env: simpy.Environment) -> None:
+    env.run()
+
+
+def _run_fast(env: simpy.Environment) -> None:
+    """``env.run()`` until no event is left: SimPy 4.1's loop without its ``until`` and ``StopSimulation``
+    handling, which the engine does not use, compiled with this module."""
+    queue = env._queue
+    while queue:
+        env._now, _, _, event = heappop(queue)
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):  # a failed event nobody defused ends the run
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+
+
+#: ``run(env)``: process events until none is left (``env.run()``).
+run = _run_public if PUBLIC_API else _run_fast
 #: ``call_at(env, delay, callback)``: call ``callback(event)`` ``delay`` cycles from now.
 call_at = _call_at_public if PUBLIC_API else _call_at_fast
 #: ``Alarm(env, callback)``, then ``.set(delay)``: ``call_at`` for a caller with at most one call pending at a
 #: time (a pipe's running instruction), which one event object then serves for every call.
 Alarm = _AlarmPublic if PUBLIC_API else _Scheduled
-#: ``now(env)``: the simulation clock.
-now: Callable[[simpy.Environment], float] = operator.attrgetter("now" if PUBLIC_API else "_now")
+
+
+def now(env: simpy.Environment) -> float:
+    """The simulation clock."""
+    return env.now if PUBLIC_API else env._now
