@@ -21,7 +21,7 @@ from typing import Any
 
 import simpy
 
-from tfa_sim.buffers.pools import Flag
+from tfa_sim.buffers.pools import Flag, Pending
 from tfa_sim.engine.pipes import Instr, Pipe, StreamWait
 from tfa_sim.engine.simpy_adapter import now
 
@@ -120,7 +120,7 @@ class IssueStream:
         while wait.index < len(flags):
             flag = flags[wait.index]
             ev = flag.request(wait)
-            if not ev.triggered:
+            if isinstance(ev, Pending):  # queued: it calls back once granted
                 ev.callback = self._resume
                 self.blocked = wait
                 wait.blocker = flag
