@@ -155,21 +155,24 @@ class PingPong(Pool):
 
     def request(self, tag: Any = None) -> Any:
         """The slot handle ``tag`` gets its slot now (returned, granted) or queues (a Pending)."""
+        handle: Slot = tag
         if not self.waiters:
-            want = tag.want
+            want = handle.want
             if self.holder[self.next if want is None else want] is None:
-                tag.index, tag.pred = self._grant(tag)
-                return tag
-        return self._queue(tag)
+                handle.index, handle.pred = self._grant(handle)
+                return handle
+        return self._queue(handle)
 
     def _can_grant(self, tag: Any) -> bool:
-        want = tag.want
+        handle: Slot = tag
+        want = handle.want
         return self.holder[self.next if want is None else want] is None
 
     def _grant(self, tag: Any) -> tuple[int, Any]:
-        slot = self.next if tag.want is None else tag.want
-        self.holder[slot] = tag
-        tag.index = slot
+        handle: Slot = tag
+        slot = self.next if handle.want is None else handle.want
+        self.holder[slot] = handle
+        handle.index = slot
         self.next = (slot + 1) % self.count
         self.in_use += 1
         if self.samples is not None:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import simpy
 
-from tfa_sim.buffers.pools import Pending, Pool, Slot
+from tfa_sim.buffers.pools import Flag, Pending, Pool, Slot
 from tfa_sim.engine.gm import MISS, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import Alarm, now
@@ -55,7 +55,7 @@ class StreamWait:
         self.blocker: Any = None
         self.deps: list[tuple[Any, str, float, str]] = []
 
-    def granted(self, flag: Any, grant: Any) -> None:
+    def granted(self, flag: Flag, grant: Flag | Pending) -> None:
         """One count of ``flag`` was taken; remember who set it."""
         if grant.pred is not None:
             self.deps.append((grant.pred, flag.cause, flag.latency, flag.short_name))
