@@ -266,7 +266,8 @@ class Flag(Pool):
         """Schedule an event at the earliest arrival still on its way, unless one is scheduled for it."""
         if self.in_flight and self._alarm != self.in_flight[0][0]:
             self._alarm = self.in_flight[0][0]
-            call_at(self.env, self._alarm - now(self.env), self._on_arrival)
+            t = now(self.env)
+            call_at(self.env, t, self._alarm - t, self._on_arrival)
 
     def _on_arrival(self, _event: Any) -> None:
         self._alarm = -1.0

@@ -199,6 +199,7 @@ class Pipe:
         self.head = 0
         self.blocked: tuple[Instr, Any] | None = None  # (instruction, the Instr/Slot/Flag it waits on)
         self._running: Instr | None = None
+        self._end = 0.0  # when the running instruction completes
         self._alarm = Alarm(env, self._complete)  # the running instruction's end
         self._advancing = False  # re-entry guard: a finishing pipe may call back into this one
         self._pending: Any = None  # the not-yet-triggered wait of the head instruction
@@ -279,9 +280,10 @@ class Pipe:
                 cycles = cost
             if cycles > 0:
                 self._running = ins
-                self._alarm.set(cycles)
+                self._end = start + cycles
+                self._alarm.set(start, cycles)
                 break
-            self._finish(ins, 0)
+            self._finish(ins, 0, start)
         self._advancing = False
 
     def _resumed(self, ins: Instr, source: Any) -> bool:
@@ -336,13 +338,13 @@ class Pipe:
         assert ins is not None
         self._advancing = True
         self._running = None
-        self._finish(ins, now(self.env) - ins.start)
+        self._finish(ins, self._end - ins.start, self._end)  # the alarm's cycle: the clock reads it now
         self._advancing = False
         self._advance()
 
-    def _finish(self, ins: Instr, cycles: float) -> None:
+    def _finish(self, ins: Instr, cycles: float, end: float) -> None:
         stats = self.stats
-        ins.end = self.last_end = now(self.env)
+        ins.end = self.last_end = end
         self.executed += 1
         self.busy += cycles
         if self.log:

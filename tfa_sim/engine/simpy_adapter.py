@@ -40,18 +40,19 @@ class _Scheduled:
         self._ok = True
         self._value: Any = None
 
-    def set(self, delay: float) -> None:
-        """Be processed ``delay`` cycles from now (again: SimPy's step took the callbacks and left None)."""
+    def set(self, now: float, delay: float) -> None:
+        """Be processed ``delay`` cycles after ``now``, the current cycle (again: SimPy's step took the callbacks
+        and left None)."""
         self.callbacks = self.calls
-        heappush(self.queue, (self.env._now + delay, NORMAL, next(self.eids), self))
+        heappush(self.queue, (now + delay, NORMAL, next(self.eids), self))
 
 
-def _call_at_public(env: simpy.Environment, delay: float, callback: Callable[[Any], None]) -> None:
+def _call_at_public(env: simpy.Environment, now: float, delay: float, callback: Callable[[Any], None]) -> None:
     env.timeout(delay).callbacks.append(callback)
 
 
-def _call_at_fast(env: simpy.Environment, delay: float, callback: Callable[[Any], None]) -> None:
-    _Scheduled(env, callback).set(delay)
+def _call_at_fast(env: simpy.Environment, now: float, delay: float, callback: Callable[[Any], None]) -> None:
+    _Scheduled(env, callback).set(now, delay)
 
 
 class _AlarmPublic:
@@ -60,7 +61,7 @@ class _AlarmPublic:
     def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
         self.env, self.callback = env, callback
 
-    def set(self, delay: float) -> None:
+    def set(self, now: float, delay: float) -> None:
         self.env.timeout(delay).callbacks.append(self.callback)
 
 
@@ -85,9 +86,10 @@ def _run_fast(env: simpy.Environment) -> None:
 
 #: ``run(env)``: process events until none is left (``env.run()``).
 run = _run_public if PUBLIC_API else _run_fast
-#: ``call_at(env, delay, callback)``: call ``callback(event)`` ``delay`` cycles from now.
+#: ``call_at(env, now, delay, callback)``: call ``callback(event)`` ``delay`` cycles after ``now``, which the
+#: caller has read from the clock already (the public API reads it again).
 call_at = _call_at_public if PUBLIC_API else _call_at_fast
-#: ``Alarm(env, callback)``, then ``.set(delay)``: ``call_at`` for a caller with at most one call pending at a
+#: ``Alarm(env, callback)``, then ``.set(now, delay)``: ``call_at`` for a caller with at most one call pending at a
 #: time (a pipe's running instruction), which one event object then serves for every call.
 Alarm = _AlarmPublic if PUBLIC_API else _Scheduled
 
