@@ -14,9 +14,10 @@ factor.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Final
 
 #: ``line`` of a read that always misses L2 (data read once: a block's Q rows).
-MISS = "miss"
+MISS: Final = "miss"
 
 
 class GlobalMemory:

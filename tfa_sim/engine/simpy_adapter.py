@@ -13,13 +13,19 @@ same order of events); the measured difference is in README "Timing model"
 """
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Callable
-from heapq import heappop, heappush
 from typing import Any, Final
 
 import simpy
-from simpy.events import NORMAL
+import simpy.events
+
+#: SimPy's queue operations and its priority of a timeout, bound once: mypyc keeps a Final name in a C variable
+#: instead of looking it up in the module's dict at every use.
+_push: Final = heapq.heappush
+_pop: Final = heapq.heappop
+_NORMAL: Final = simpy.events.NORMAL
 
 #: Use SimPy's public API instead of the shortcuts (read once, at import).
 PUBLIC_API: Final = os.environ.get("TFA_SIM_PUBLIC_SIMPY", "") == "1"
@@ -44,7 +50,7 @@ class _Scheduled:
         """Be processed ``delay`` cycles after ``now``, the current cycle (again: SimPy's step took the callbacks
         and left None)."""
         self.callbacks = self.calls
-        heappush(self.queue, (now + delay, NORMAL, next(self.eids), self))
+        _push(self.queue, (now + delay, _NORMAL, next(self.eids), self))
 
 
 def _call_at_public(env: simpy.Environment, now: float, delay: float, callback: Callable[[Any], None]) -> None:
@@ -74,7 +80,7 @@ def _run_fast(env: simpy.Environment) -> None:
     handling, which the engine does not use, compiled with this module."""
     queue = env._queue
     while queue:
-        env._now, _, _, event = heappop(queue)
+        env._now, _, _, event = _pop(queue)
         callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
         for callback in callbacks:
             callback(event)
