@@ -2,19 +2,21 @@
 ``pip install``.
 
 Everything else lives in pyproject.toml; setuptools needs ``cffi_modules`` and ``ext_modules`` here.
-mypyc turns the listed modules — the pipes, issue streams, GM and slot/flag pools that run once per
-instruction group — into C extensions from the same typed source (README "Timing model"); the source is
-what runs when ``TFA_SIM_PURE_PYTHON=1`` is set at install time (same results, slower).
+mypyc turns the listed modules — what runs once or more per instruction group: the pipes, issue streams,
+GM, slot/flag pools, FIFOs, the SimPy adapter, the stage programs and the event log — into C extensions
+from the same typed source (README "The compiled hot path"); the source is what runs when
+``TFA_SIM_PURE_PYTHON=1`` is set at install time (same results, slower).
 """
 import os
 
 from setuptools import setup
 
-#: The engine's per-instruction path, compiled by mypyc (tests/test_compiled_engine.py runs the source beside it).
+#: Compiled by mypyc (tests/test_compiled_engine.py runs the source beside the compiled modules).
 COMPILED = ["tfa_sim/engine/pipes.py", "tfa_sim/engine/issue.py", "tfa_sim/engine/gm.py",
             "tfa_sim/buffers/pools.py", "tfa_sim/buffers/fifo.py", "tfa_sim/engine/simpy_adapter.py",
             "tfa_sim/stages/compute_qk.py", "tfa_sim/stages/compute_p.py", "tfa_sim/stages/compute_pv.py",
-            "tfa_sim/stages/compute_gu.py", "tfa_sim/stages/run_tfa.py", "tfa_sim/stages/block_kernel.py"]
+            "tfa_sim/stages/compute_gu.py", "tfa_sim/stages/run_tfa.py", "tfa_sim/stages/block_kernel.py",
+            "tfa_sim/events.py"]
 
 ext_modules = []
 if os.environ.get("TFA_SIM_PURE_PYTHON", "") != "1":

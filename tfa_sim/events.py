@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -81,7 +82,9 @@ class _Columns:
         """Move the buffered rows into the columns."""
         if not self.pending:
             return
-        rows = np.array(self.pending, np.float64).reshape(-1, self.width)
+        n = len(self.pending)
+        # struct packs Python ints and floats as doubles without numpy's per-item type discovery
+        rows = np.frombuffer(struct.pack(f"{n}d", *self.pending), np.float64).reshape(-1, self.width)
         self.pending.clear()
         while self.n + len(rows) > self.capacity:
             self.grow()
@@ -307,7 +310,8 @@ def validate(log: EventLog) -> None:
         m = re.fullmatch(r"core([0-9]{1,6})\.(cubecore0|veccore([0-9]))", u)
         if m is None or int(m[3] or 0) >= LANES:
             raise ValueError(f"unit {u[:40]!r} is not one of a chip's")
-    bad = [s for s in log.names("stages") if s not in (*LOGGED_STAGES, DISPATCH)]
+    stages = {*LOGGED_STAGES, DISPATCH}
+    bad = [s for s in log.names("stages") if s not in stages]
     if bad:
         raise ValueError(f"stage {bad[0][:40]!r} unknown")
     ev, edges, slots = log.events.view(), log.edges.view(), log.slots.view()

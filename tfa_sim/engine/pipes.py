@@ -325,7 +325,8 @@ class Pipe:
         if isinstance(source, Instr):
             deps.append((source, "data", 0.0, ""))
         elif granted.pred is not None:
-            deps.append((granted.pred, source.cause, getattr(source, "latency", 0.0), source.short_name))
+            latency = source.latency if isinstance(source, Flag) else 0.0  # a slot has none
+            deps.append((granted.pred, source.cause, latency, source.short_name))
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:
         self._pending, self._wait_index = pending, index

@@ -3,13 +3,14 @@
 SimPy's public API costs a ``Timeout`` object per scheduled completion and a
 property call per clock read.  The engine schedules one bare event per
 instruction group and reads the clock several times per group, so this module
-owns two shortcuts, valid for the SimPy version pinned in pyproject.toml
-(``simpy>=4.1,<4.2``): an event whose only job is to call one callback at a
-given time (and, for a caller with one such call pending at a time, one event
-reused for all its calls), and a direct read of the clock.  With the environment variable
-``TFA_SIM_PUBLIC_SIMPY=1`` both use SimPy's public API instead (same results,
-same order of events); the measured difference is in README "Timing model"
-(``benchmarks/bench_sim.py --public-simpy``).
+owns three shortcuts, valid for the SimPy version pinned in pyproject.toml
+(``simpy>=4.1,<4.2``): a plain event object that calls one callback at a given
+cycle (one object reused for every call of a caller with one call pending at a
+time), SimPy's own loop run here (compiled with this module, setup.py), and a
+direct read of the clock.  With the environment variable
+``TFA_SIM_PUBLIC_SIMPY=1`` all three use SimPy's public API instead (same
+results, same order of events); the measured difference is in README "Timing
+model" (``benchmarks/bench_sim.py --public-simpy``).
 """
 from __future__ import annotations
 
