@@ -80,9 +80,10 @@ def _run_fast(env: simpy.Environment) -> None:
     """``env.run()`` until no event is left: SimPy 4.1's loop without its ``until`` and ``StopSimulation``
     handling, which the engine does not use, compiled with this module."""
     queue = env._queue
+    event: Any  # a SimPy event or a _Scheduled
     while queue:
         env._now, _, _, event = _pop(queue)
-        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        callbacks, event.callbacks = event.callbacks, None
         for callback in callbacks:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):  # a failed event nobody defused ends the run
