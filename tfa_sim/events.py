@@ -2,7 +2,7 @@
 
 A large run executes tens of millions of instruction groups; a Python object per group (a record, its
 slot dict, its dependency tuples) costs gigabytes and most of the run's time in allocation and GC.  The
-:class:`EventLog` instead appends each group (through a short buffer of plain values) into growable
+:class:`EventLog` instead appends each group (through a short buffer of struct-packed rows) into growable
 column arrays — ids, times,
 block/tile/sub, bytes, flops, and the strings (unit, pipe, stage, kind) as int codes into small per-log
 string tables — with the dependency edges and the slot occupancy in two further tables keyed by
@@ -46,17 +46,19 @@ VERSION = 1
 Row = tuple[int, str, str, str, int, int, int, str, float, float, int, int]
 
 
-#: Rows an append-only table buffers as Python values before moving them into its numpy columns.
+#: Rows an append-only table buffers before moving them into its numpy columns.
 FLUSH_ROWS = 4096
+#: The struct code of each column dtype (little-endian, no padding: numpy's packed structured layout).
+STRUCT_CODES = {np.dtype(np.int64): "q", np.dtype(np.int32): "i", np.dtype(np.int8): "b", np.dtype(np.float64): "d"}
 
 
 class _Columns:
     """Named numpy columns that double when full, appended a row at a time.
 
-    A row goes into a flat list of Python values, moved into the columns every :data:`FLUSH_ROWS` rows (and
-    before any read, :meth:`view`): one ``list.extend`` per row costs about half of a numpy item assignment
-    per column.  The move goes through float64, exact for every value a log holds (integers below 2⁵³,
-    float64 cycles).
+    A row is packed with ``struct`` into a buffer of :data:`FLUSH_ROWS` rows laid out as one numpy structured
+    record, and the full buffer is moved into the columns (also before any read, :meth:`view`): no Python
+    object per value is kept, and the move is one ``frombuffer`` view and a copy per column.  A value out of
+    its column's range raises ``struct.error``.
     """
 
     def __init__(self, dtypes: dict[str, Any], capacity: int) -> None:
@@ -64,12 +66,21 @@ class _Columns:
         self.n = 0  # rows in the arrays
         self.capacity = capacity
         self.arrays = {k: np.empty(capacity, dt) for k, dt in dtypes.items()}
-        self.width = len(dtypes)
-        self.pending: list[Any] = []  # rows not yet in the arrays, flattened
-        self.flush_at = FLUSH_ROWS * self.width
+        self.row = struct.Struct("<" + "".join(STRUCT_CODES[np.dtype(dt)] for dt in dtypes.values()))
+        self.record = np.dtype([(k, np.dtype(dt).newbyteorder("<")) for k, dt in dtypes.items()])
+        self.buffer = bytearray(FLUSH_ROWS * self.row.size)
+        self.pack_into = self.row.pack_into  # bound once: ``pack_into(buffer, offset, *row)``
+        self.buffered = 0  # rows in the buffer
 
     def __len__(self) -> int:
-        return self.n + len(self.pending) // self.width
+        return self.n + self.buffered
+
+    def offset(self) -> int:
+        """Where the next row goes in the buffer (a full buffer is moved into the columns first); the caller
+        packs the row there with :attr:`pack_into` and then counts it in ``buffered``."""
+        if self.buffered == FLUSH_ROWS:
+            self.flush()
+        return self.buffered * self.row.size
 
     def grow(self) -> None:
         self.capacity *= 2
@@ -80,17 +91,15 @@ class _Columns:
 
     def flush(self) -> None:
         """Move the buffered rows into the columns."""
-        if not self.pending:
+        if not self.buffered:
             return
-        n = len(self.pending)
-        # struct packs Python ints and floats as doubles without numpy's per-item type discovery
-        rows = np.frombuffer(struct.pack(f"{n}d", *self.pending), np.float64).reshape(-1, self.width)
-        self.pending.clear()
+        rows = np.frombuffer(self.buffer, self.record, self.buffered)
         while self.n + len(rows) > self.capacity:
             self.grow()
-        for j, a in enumerate(self.arrays.values()):
-            a[self.n:self.n + len(rows)] = rows[:, j]
+        for k, a in self.arrays.items():
+            a[self.n:self.n + len(rows)] = rows[k]
         self.n += len(rows)
+        self.buffered = 0
 
     def view(self) -> dict[str, np.ndarray]:
         """The filled part of every column (views, not copies), buffered rows moved in first."""
@@ -143,23 +152,20 @@ class EventLog:
         if kind_code is None:
             kind_code = self._kind.code(kind)
         cols = self.events
-        pending = cols.pending
-        pending.extend((ident, unit, pipe, stage_code, block, tile, sub, kind_code, start, end, nbytes, flops))
-        if len(pending) >= cols.flush_at:
-            cols.flush()
+        cols.pack_into(cols.buffer, cols.offset(), ident, unit, pipe, stage_code, block, tile, sub, kind_code,
+                       start, end, nbytes, flops)
+        cols.buffered += 1
 
     def edges_to(self, dst: int, deps: Iterable[tuple[Any, str, float, str]]) -> None:
         """Instruction ``dst`` was released by each (predecessor, cause, latency, via) of ``deps``: the
         predecessor an instruction (its ``id`` is logged), ``via`` the flag or slot ("" for data)."""
         cols, vias = self.edges, self._via
-        pending = cols.pending
         for pred, cause, lat, via in deps:
             via_code = vias.codes.get(via)
             if via_code is None:
                 via_code = vias.code(via)
-            pending.extend((dst, pred.id, CAUSE_CODES[cause], lat, via_code))
-        if len(pending) >= cols.flush_at:
-            cols.flush()
+            cols.pack_into(cols.buffer, cols.offset(), dst, pred.id, CAUSE_CODES[cause], lat, via_code)
+            cols.buffered += 1
 
     def slot(self, ident: int, name: str, index: int) -> None:
         """Instruction ``ident`` holds slot ``index`` of buffer ``name``."""
@@ -167,10 +173,8 @@ class EventLog:
         if code is None:
             code = self._slot_name.code(name)
         cols = self.slots
-        pending = cols.pending
-        pending.extend((ident, code, index))
-        if len(pending) >= cols.flush_at:
-            cols.flush()
+        cols.pack_into(cols.buffer, cols.offset(), ident, code, index)
+        cols.buffered += 1
 
     def add_counters(self, counters: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """The run's occupancy samples (trace.json counter tracks), stored with the log: name → (cycles, values)."""
