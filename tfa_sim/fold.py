@@ -72,7 +72,7 @@ class _Sampled:
     """``kernel`` on some of its blocks (a :class:`~tfa_sim.engine.chip.Kernel`)."""
 
     def __init__(self, kernel: Kernel, blocks: list[Any]) -> None:
-        self.kernel, self.blocks = kernel, blocks
+        self.blocks = blocks
         self.name, self.stages = kernel.name, kernel.stages
         self.start, self.template_key = kernel.start, kernel.template_key
 
