@@ -77,7 +77,8 @@ class _Columns:
 
     def offset(self) -> int:
         """Where the next row goes in the buffer (a full buffer is moved into the columns first); the caller
-        packs the row there with :attr:`pack_into` and then counts it in ``buffered``."""
+        packs the row there with :attr:`pack_into` and then counts it in ``buffered``.  (An ``append(*row)``
+        method instead cost the log's run loop 17 % more instructions under mypyc: 4.06 → 4.76 G.)"""
         if self.buffered == FLUSH_ROWS:
             self.flush()
         return self.buffered * self.row.size
