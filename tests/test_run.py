@@ -123,48 +123,42 @@ def test_numerics_run_with_the_configured_blas_threads(monkeypatch, threads):
     from tfa_sim import functional, golden, runner
 
     before, seen = _blas_threads(), []
-    for module, name in ((runner, "simulate"), (runner, "kernel_golden"), (runner, "reference_attention"),
-                         (functional, "run_block"), (golden, "_golden_head")):
-        monkeypatch.setattr(module, name, _recording(getattr(module, name), name, seen))
+    for owner, name in ((runner, "simulate"), (golden.Reference, "__call__"), (functional, "run_block"),
+                        (golden, "_golden_head")):
+        monkeypatch.setattr(owner, name, _recording(getattr(owner, name), name, seen))
     monkeypatch.setattr(runner, "can_fork", lambda: False)  # the goldens in this process, where they are seen
     config = load_config(overrides=["case.s1=512", f"numerics.blas_threads={threads}", "numerics.backend=\"numpy\""])
     runner.compute(config, event_log=False)
     functional.run_functional(runner.get_backend("numpy"), config, generate_inputs(config))
     golden.kernel_golden(generate_inputs(config), config)
-    assert {n for n, _ in seen} == {"simulate", "kernel_golden", "reference_attention", "run_block", "_golden_head"}
+    assert {n for n, _ in seen} == {"simulate", "__call__", "run_block", "_golden_head"}
     assert all(t == {threads} for _, t in seen), seen
     assert _blas_threads() == before
 
 
-def _forks(monkeypatch, runner):
-    """The goldens' forked children of the runner, recorded as they are made (a second CPU assumed), each with
-    ``values``: what its ``result()`` returned (None: the child failed and the parent computed them itself)."""
-    from tfa_sim.parallel import Forked
-
-    class Recorded(Forked):
-        def result(self):
-            self.values = super().result()
-            return self.values
-
+def _shared(monkeypatch, runner):
+    """The runner's SharedGoldens, recorded as they are made (a second CPU assumed, so each forks a child)."""
     made = []
 
-    def forked(*args):
-        made.append(Recorded(*args))
-        return made[-1]
+    class Recorded(runner.SharedGoldens):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self)
 
     monkeypatch.setattr(runner, "can_fork", lambda: True)
-    monkeypatch.setattr(runner, "Forked", forked)
+    monkeypatch.setattr(runner, "SharedGoldens", Recorded)
     return made
 
 
 def test_the_goldens_from_a_forked_child_equal_the_goldens_computed_in_process(monkeypatch):
     from tfa_sim import runner
+    from tfa_sim.shared_goldens import CHILD
 
     config = load_config(overrides=["case.s1=1024", "numerics.seed=11"])
-    made = _forks(monkeypatch, runner)
+    made = _shared(monkeypatch, runner)
     forked = runner.compute(config, event_log=False).summary["golden"]
-    assert len(made) == 1 and made[0]._reaped  # the child ran, and is gone
-    assert made[0].values is not None  # its goldens were used, not recomputed here
+    assert len(made) == 1 and made[0]._child._reaped  # the child ran, and is gone
+    assert CHILD in made[0].done  # it computed goldens that were used
     monkeypatch.setattr(runner, "can_fork", lambda: False)
     assert runner.compute(config, event_log=False).summary["golden"] == forked
     assert forked["vs_kernel_golden"]["max_abs_err"] > 0  # a real comparison: the two goldens round differently
@@ -176,16 +170,29 @@ def test_a_failed_simulation_stops_the_goldens_child(monkeypatch):
     def fail(*_args, **_kwargs):
         raise RuntimeError("simulated failure")
 
-    made = _forks(monkeypatch, runner)
+    made = _shared(monkeypatch, runner)
     monkeypatch.setattr(runner, "simulate", fail)
     with pytest.raises(RuntimeError, match="simulated failure"):
         runner.compute(load_config(overrides=["case.s1=1024"]), event_log=False)
-    assert len(made) == 1 and made[0]._reaped
+    assert len(made) == 1 and made[0]._child._reaped
     with pytest.raises(ChildProcessError):
-        os.waitpid(made[0]._pid, os.WNOHANG)
+        os.waitpid(made[0]._child._pid, os.WNOHANG)
 
 
 LEAN = "import sys; from tfa_sim.cli import main; main(sys.argv[1:])"
+
+
+@pytest.mark.parametrize("env, threads", [({}, 1), ({"OPENBLAS_NUM_THREADS": "2"}, 2)])
+def test_the_command_starts_blas_with_one_thread_unless_the_user_says(tmp_path, env, threads):
+    """tfa-sim's own process starts OpenBLAS with one thread (tfa_sim/blas.py); the user's variable wins."""
+    code = ("import atexit, sys; from threadpoolctl import threadpool_info; atexit.register(lambda: print("
+            "sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}))); "
+            "from tfa_sim.cli import main; sys.exit(main())")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    r = subprocess.run([sys.executable, "-c", code, "run", "--set", "case.s1=512", "--no-event-log", "--out", "r"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120, env={**clean, **env})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == f"[{threads}]", r.stdout[-300:]
 
 
 @pytest.mark.parametrize("argv, absent", [

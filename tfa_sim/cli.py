@@ -416,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; errors are one line on stderr and the exit code of README, "Exit codes"."""
     args = build_parser().parse_args(argv)
     args.fast_exit = argv is None  # the process's own command line: nothing runs after this command
+    if args.fast_exit:
+        from tfa_sim.blas import start_single_threaded
+
+        start_single_threaded()  # before numpy is imported
     try:
         return args.func(args)
     except TfaError as exc:

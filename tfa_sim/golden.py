@@ -26,8 +26,8 @@ F32 = np.float32
 U32 = np.uint32
 #: The bits of 2^-14, fp16's smallest normal value, in fp32.
 SMALLEST_NORMAL = U32(113 << 23)
-#: Score elements (float64) the reference attention holds at once.
-REFERENCE_CHUNK = 1 << 22
+#: Score elements (float64) the reference attention holds at once: 8 MiB, one buffer for every row block.
+REFERENCE_CHUNK = 1 << 20
 #: Query rows of a head the kernel-ordered golden takes at once: its memory is O(rows · TILE_S1), not O(S0).
 #: Above this many rows BLAS may round a chunk's products differently from the generator's whole-S0 call (its
 #: blocking follows the row count), as it does from one machine's BLAS to another's: the golden is compared
@@ -55,29 +55,69 @@ def _heads(config: Config):
     return [(b, h, h // group) for b in range(c.batch) for h in range(c.heads)]
 
 
+#: One unit of golden work: (batch, head, kv head, first row, end row) of the query rows, a block of them.
+Unit = tuple[int, int, int, int, int]
+
+
+def reference_rows(config: Config) -> int:
+    """Query rows per unit of the float64 reference: :data:`REFERENCE_CHUNK` scores."""
+    return max(1, min(config.case.s0, REFERENCE_CHUNK // config.case.s1))
+
+
+def units(config: Config, rows: int) -> list[Unit]:
+    """The run's query rows in blocks of ``rows`` (the last of a head may be short), head after head."""
+    s0 = config.case.s0
+    return [(b, h, kv, r0, min(r0 + rows, s0)) for b, h, kv in _heads(config) for r0 in range(0, s0, rows)]
+
+
+class Reference:
+    """The float64 reference attention, softmax(cap(Q·Kᵀ/sqrt(HEAD)) + mask)·V, a unit of rows at a time into
+    ``out`` [batch, heads, S0, HEAD] float64, normalised after the product with V (S0·HEAD divisions instead of
+    S0·S1).  It keeps the float64 K and V of the last KV head and one block of scores for every unit: fresh
+    memory costs a page fault per 4 KiB on first touch (at S0 = 512, S1 = 8192 a fresh 32 MiB block made a new
+    process's first reference 0.15 s, an 8 MiB block reused 0.07–0.10 s, against 0.06 s once warm)."""
+
+    def __init__(self, inputs: Inputs, config: Config, mask: Mask, out: np.ndarray) -> None:
+        self.inputs, self.config, self.mask, self.out = inputs, config, mask, out
+        self._kv: tuple[int, int] | None = None
+        self._kt = self._v = self._scores = np.empty(0)
+
+    def _head(self, b: int, kv: int) -> None:
+        if self._kv != (b, kv):
+            self._kt = self.inputs.k[b, kv].astype(np.float64).T
+            self._v = self.inputs.v[b, kv].astype(np.float64)
+            self._kv = (b, kv)
+
+    def __call__(self, unit: Unit) -> None:
+        b, h, kv, r0, r1 = unit
+        c = self.config.case
+        self._head(b, kv)
+        if self._scores.shape[0] < r1 - r0:
+            self._scores = np.empty((r1 - r0, c.s1), np.float64)
+        q = self.inputs.q[b, h, r0:r1].astype(np.float64)
+        q *= 1 / np.sqrt(np.float64(c.head))  # scaled before the product: S0·HEAD products instead of S0·S1
+        s = np.matmul(q, self._kt, out=self._scores[:r1 - r0])
+        if c.softcap:
+            s[...] = _capped(s, c.softcap)
+        hidden = _hidden(self.mask, b, h, r0, r1 - r0, 0, c.s1)
+        if hidden is not None:
+            s[hidden] = -np.inf
+        s -= s.max(axis=-1, keepdims=True)
+        e = np.exp(s, out=s)  # in place, no pass more than needed
+        o = e @ self._v
+        o /= e.sum(axis=-1, keepdims=True)
+        self.out[b, h, r0:r1] = o  # one store of the final values: another process may write the same unit
+
+
 def reference_attention(inputs: Inputs, config: Config) -> np.ndarray:
-    """softmax(cap(Q·Kᵀ/sqrt(HEAD)) + mask)·V in float64, [batch, heads, S0, HEAD], in row blocks (normalised
-    after the product with V: S0·HEAD divisions instead of S0·S1)."""
+    """The float64 reference attention (:class:`Reference`) of the whole run, [batch, heads, S0, HEAD]."""
+    c = config.case
+    out = np.empty((c.batch, c.heads, c.s0, c.head), np.float64)
+    reference = Reference(inputs, config, config_mask(config), out)
     with blas_threads(config.numerics.blas_threads):
-        c = config.case
-        mask = config_mask(config)
-        out = np.empty((c.batch, c.heads, c.s0, c.head), np.float64)
-        step = max(1, REFERENCE_CHUNK // c.s1)
-        for b, h, kv in _heads(config):
-            k = inputs.k[b, kv].astype(np.float64)
-            v = inputs.v[b, kv].astype(np.float64)
-            for r0 in range(0, c.s0, step):
-                q = inputs.q[b, h, r0:r0 + step].astype(np.float64)
-                s = q @ k.T
-                s /= np.sqrt(c.head)
-                s = _capped(s, c.softcap)
-                hidden = _hidden(mask, b, h, r0, q.shape[0], 0, c.s1)
-                if hidden is not None:
-                    s[hidden] = -np.inf
-                s -= s.max(axis=-1, keepdims=True)
-                e = np.exp(s, out=s)  # in place: one block of scores at a time, and no pass more than needed
-                out[b, h, r0:r0 + q.shape[0]] = (e @ v) / e.sum(axis=-1, keepdims=True)
-        return out
+        for unit in units(config, reference_rows(config)):
+            reference(unit)
+    return out
 
 
 class KernelGolden:
@@ -96,25 +136,35 @@ class KernelGolden:
         for name, a in (("p_fp32", self.p_fp32), ("pv", pv), ("o", self.o)):
             np.ascontiguousarray(a[0, 0] if lead1 else a).tofile(directory / f"{name}.bin")
 
+    def compute(self, inputs: Inputs, config: Config, mask: Mask, unit: Unit) -> None:
+        """The recurrence for one unit of rows (``mask``: the run's, :func:`tfa_sim.blocks.config_mask`)."""
+        b, h, kv, r0, r1 = unit
+        rows = slice(r0, r1)
+        tensors, p_fp32 = self.tensors, self.p_fp32
+        self.o[b, h, rows] = _golden_head(
+            inputs.q[b, h, rows], inputs.k[b, kv], inputs.v[b, kv], config,
+            partial(_hidden, mask, b, h, r0, r1 - r0),
+            None if tensors is None else {n: row_slice(BY_NAME[n], a[b, h], rows) for n, a in tensors.items()},
+            None if p_fp32 is None else p_fp32[b, h, rows])
+
+    @classmethod
+    def empty(cls, config: Config, record: bool = False, o: np.ndarray | None = None) -> KernelGolden:
+        """Nothing computed yet: ``o`` (or a new array) [batch, heads, S0, HEAD] fp32, and with ``record`` every
+        intermediate in the full layout."""
+        c = config.case
+        o = np.empty((c.batch, c.heads, c.s0, c.head), F32) if o is None else o
+        tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
+        return cls(o, tensors, np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None)
+
 
 def kernel_golden(inputs: Inputs, config: Config, record: bool = False) -> KernelGolden:
     """Tile-wise recurrence over all S1/TILE_S1 tiles, as the generator does, for up to :data:`GOLDEN_ROWS` query
     rows of a head at once (the generator takes a head's whole S0: the same bits up to that many rows)."""
+    golden, mask = KernelGolden.empty(config, record), config_mask(config)
     with blas_threads(config.numerics.blas_threads):
-        c = config.case
-        o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
-        tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
-        p_fp32 = np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None
-        mask = config_mask(config)
-        for b, h, kv in _heads(config):
-            for r0 in range(0, c.s0, GOLDEN_ROWS):
-                rows = slice(r0, min(r0 + GOLDEN_ROWS, c.s0))
-                o[b, h, rows] = _golden_head(
-                    inputs.q[b, h, rows], inputs.k[b, kv], inputs.v[b, kv], config,
-                    partial(_hidden, mask, b, h, r0, rows.stop - r0),
-                    None if tensors is None else {n: row_slice(BY_NAME[n], a[b, h], rows) for n, a in tensors.items()},
-                    None if p_fp32 is None else p_fp32[b, h, rows])
-        return KernelGolden(o, tensors, p_fp32)
+        for unit in units(config, GOLDEN_ROWS):
+            golden.compute(inputs, config, mask, unit)
+    return golden
 
 
 def _golden_head(q16: np.ndarray, k16: np.ndarray, v16: np.ndarray, config: Config,

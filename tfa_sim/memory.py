@@ -62,14 +62,14 @@ def intermediate_bytes(config: Config) -> int:
 
 
 def _per_head_transient(config: Config) -> int:
-    """One head of the goldens: K/V in float64, a block of float64 scores, one tile's float64 softmax over the
+    """One head of the goldens: K/V in float64 and a block of float64 scores (and its mask) in each of the two
+    processes that share the goldens (tfa_sim/shared_goldens.py), one tile's float64 softmax over the
     kernel-ordered golden's rows."""
-    from tfa_sim.golden import GOLDEN_ROWS, REFERENCE_CHUNK
+    from tfa_sim.golden import GOLDEN_ROWS, reference_rows
 
     c = config.case
-    chunk_rows = min(c.s0, max(1, REFERENCE_CHUNK // max(c.s1, 1)))
-    return (16 * c.s1 * c.head + 32 * chunk_rows * c.s1 + 30 * min(c.s0, GOLDEN_ROWS) * config.tiling.tile_s1
-            + 12 * c.s0 * c.head)
+    return (2 * (16 * c.s1 * c.head + 10 * reference_rows(config) * c.s1)
+            + 30 * min(c.s0, GOLDEN_ROWS) * config.tiling.tile_s1 + 12 * c.s0 * c.head)
 
 
 def _engine_bytes(config: Config) -> int:

@@ -24,13 +24,13 @@ from tfa_sim.engine.chip import SimResult
 from tfa_sim.engine.report import format_timing, timing_summary
 from tfa_sim.errors import InputError
 from tfa_sim.events import EventLog
-from tfa_sim.golden import kernel_golden, reference_attention
 from tfa_sim.hardware import Hardware, load_hardware
 from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
-from tfa_sim.parallel import Forked, can_fork
+from tfa_sim.parallel import can_fork
 from tfa_sim.rundir import EVENTS_CSV_MAX, TIMELINE_MAX_EVENTS, TRACE_MAX_EVENTS, TRACE_WINDOW, RunDir
+from tfa_sim.shared_goldens import SharedGoldens
 from tfa_sim.simulation import launches, simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.trace import collect_counters, write_trace
@@ -126,46 +126,39 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
     """:func:`compute` up to the golden comparison, left pending (``Computed.golden``), so that a run writes its
     event files while the goldens finish.  They need only the inputs: with a CPU to spare a forked child
     computes them from before the simulation on (a process, not a thread: the simulation and the writers
-    hold the GIL most of the time); it is stopped on leaving, whether or not anyone asked for its result."""
+    hold the GIL most of the time), and the run computes what is left when it asks for them
+    (:mod:`tfa_sim.shared_goldens`); the child is stopped on leaving, whether or not anyone asked."""
     check_run_memory(config, event_log and not fold)
     hw = load_hardware(config.hardware)
     summary: dict[str, Any] = {"case": config.name, "hardware": hw.name}
     numerics = prepare_numerics(config, inputs_dir, summary)
-    helper = None
+    shared = None
     try:
         with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
             kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
-            helper = Forked(reference_outputs, numerics.inputs, config) if numerics and can_fork() else None
+            forked = numerics is not None and can_fork()
+            shared = SharedGoldens(numerics.inputs, config, forked) if numerics is not None else None
             sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels,
-                           goldens_forked=helper is not None)
+                           goldens_forked=forked)
         summary.update(timing_summary(sim, config))
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)
         summary.update(config=config.to_dict(), versions=versions())
         yield Computed(config, hw, sim, numerics, summary,
-                       partial(_compare, numerics, config, helper) if numerics is not None else None)
+                       partial(_compare, numerics, config, shared) if numerics and shared else None)
     finally:
-        if helper is not None:
-            helper.close()
+        if shared is not None:
+            shared.close()
 
 
-def reference_outputs(inputs: Inputs, config: Config) -> tuple[np.ndarray, np.ndarray]:
-    """The float64 reference output and the kernel-ordered golden's output for ``inputs``, with
-    ``numerics.blas_threads`` BLAS threads."""
-    with blas_threads(config.numerics.blas_threads):
-        return reference_attention(inputs, config), kernel_golden(inputs, config).o
-
-
-def _compare(numerics: Numerics, config: Config, helper: Forked | None) -> dict[str, Any]:
-    """The golden comparison, with the references from ``helper``; computed here if there is no child, or if it
-    failed (the computation here then raises its error where it can be reported)."""
-    references = helper.result() if helper is not None else None
-    return goldens(numerics, references or reference_outputs(numerics.inputs, config), config)
+def _compare(numerics: Numerics, config: Config, shared: SharedGoldens) -> dict[str, Any]:
+    """The golden comparison, once the goldens are done."""
+    return goldens(numerics, shared.result(), config)
 
 
 def goldens(numerics: Numerics, references: tuple[np.ndarray, np.ndarray], config: Config) -> dict[str, Any]:
     """The run's output against the float64 reference (the verdict) and the kernel-ordered golden's output
-    (``references``, from :func:`reference_outputs`)."""
+    (``references``, from :meth:`SharedGoldens.result`)."""
     fp64, kernel_o = references
     eps = rule_eps(config.case.dtype)
     vs_fp64 = compare(numerics.out, fp64, eps)
