@@ -74,6 +74,8 @@ class Mask:
 
     def tile_coverage(self, rows: Rows, col0s: np.ndarray, cols: int) -> tuple[np.ndarray, np.ndarray]:
         """For column ranges [c, c + cols) of each c in ``col0s``: (any pair visible, every pair visible)."""
+        if self.kind == "none":  # no rows × columns arrays for nothing (0.09 s of a 256-block launch)
+            return np.ones(len(col0s), bool), np.ones(len(col0s), bool)
         lo, hi = self.bounds(rows)
         c0, c1 = col0s[None, :], col0s[None, :] + cols - 1
         seen_any = (np.maximum(lo[:, None], c0) <= np.minimum(hi[:, None], c1)).any(axis=0)
