@@ -48,12 +48,14 @@ class StreamWait:
 
     def __init__(self, stage: str) -> None:
         self.stage = stage
+        self.deps: list[tuple[Any, str, float, str]] = []
         self.reset()
 
     def reset(self) -> None:
+        """Ready for the stream's next wait (a replayed template reuses the object and its list)."""
         self.since = self.granted_at = 0.0
         self.blocker: Any = None
-        self.deps: list[tuple[Any, str, float, str]] = []
+        self.deps.clear()  # copied, never kept, by the instruction that follows the wait (Pipe._stream_stall)
 
     def granted(self, flag: Flag, grant: Flag | Pending) -> None:
         """One count of ``flag`` was taken; remember who set it."""
@@ -92,9 +94,12 @@ class Instr:
         self.stream_wait: StreamWait | None = None  # the issue stream's wait right before this instruction
 
     def reset(self, block: int) -> None:
-        """Make the instruction ready to run again, for ``block`` (a replayed program template)."""
+        """Make the instruction ready to run again, for ``block`` (a replayed program template); its list of
+        waiters is emptied and kept, not freed and made again."""
         self.block = block
-        self._done = self.waiters = self.deps = None
+        self._done = self.deps = None
+        if self.waiters is not None:
+            self.waiters.clear()
         self.finished = False
         self.id = -1
 
@@ -365,7 +370,7 @@ class Pipe:
             ins._done.succeed()
         if self.log:
             self._log(ins)
-        if ins.waiters is not None:
+        if ins.waiters:
             for pipe in ins.waiters:
                 pipe._advance()
 

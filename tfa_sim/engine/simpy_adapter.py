@@ -81,6 +81,7 @@ def _run_fast(env: simpy.Environment) -> None:
     handling, which the engine does not use, compiled with this module."""
     queue = env._queue
     event: Any  # a SimPy event or a _Scheduled
+    callbacks: list[Callable[[Any], None]]  # typed: mypyc walks it by index, not through a list iterator
     while queue:
         env._now, _, _, event = _pop(queue)
         callbacks, event.callbacks = event.callbacks, None
