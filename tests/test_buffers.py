@@ -17,6 +17,7 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream
 from tfa_sim.engine.pipes import Instr, Pipe, Stats
+from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.hardware import load_hardware
 from tfa_sim.stages.run_tfa import TfaKernel
 
@@ -57,7 +58,7 @@ def test_pingpong_grants_in_request_order(env):
     at(env, 10, lambda: pool.release(1))  # slot 1 free, but c waits for slot 0 (its turn): nobody moves
     at(env, 20, lambda: pool.release(0))  # c takes 0, then d takes the already-free 1
     at(env, 30, lambda: slots["c"].release())  # e takes 0
-    env.run()
+    run(env)
     check(log, [("a", 0, 0), ("b", 1, 0), ("c", 0, 20), ("d", 1, 20), ("e", 0, 30)], "grants (name, slot, cycle)")
 
 
@@ -67,7 +68,7 @@ def test_pingpong_third_request_waits_for_slot_0(env):
     first.request(who()), second.request(who())
     record(env, log, "third", third.request(who()))
     at(env, 7, first.release)
-    env.run()
+    run(env)
     check((log, third.index, pool.in_use), ([("third", 0, 7)], 0, 2), "(grants, third's index, slots in use)")
 
 
@@ -113,7 +114,7 @@ def test_pingpong_pred_is_the_releasing_instruction(env, when):
     else:
         granted = pool.slot().request(who())
         first.release(by=releaser)
-        env.run()
+        run(env)
     check((granted.triggered, granted.value, granted.pred), (True, 0, releaser), "(triggered, slot, pred)")
 
 
@@ -155,7 +156,7 @@ def test_flag_waiters_are_served_fifo_with_their_setters(env):
         flag.request(who(name)).callback = lambda pending, name=name: log.append((name, pending.pred.kind))
     at(env, 4, lambda: flag.set(setters[0]))
     at(env, 9, lambda: flag.set(setters[1]))
-    env.run()
+    run(env)
     check(log, [("w1", "A"), ("w2", "B")], "(waiter, setter) in grant order")
 
 
@@ -165,7 +166,7 @@ def test_flag_waiter_sees_set_after_latency(env, latency):
 
     flag.request(who()).callback = lambda _pending: seen.append(env.now)
     at(env, 3, lambda: flag.set(who("FIXPIPE")))
-    env.run()
+    run(env)
     check(seen, [3 + latency], "cycle the waiter resumes")
 
 
@@ -174,10 +175,10 @@ def test_flag_sixteenth_set_without_wait_is_hazard(env, latency):
     flag = Flag(env, "core0.p_tile_fifo.ready[aiv0]", latency=latency)
     for _ in range(FLAG_MAX):
         flag.set(who())
-    env.run()  # 15 pending counts are legal (sets on their way cost no event: the clock stays at 0)
+    run(env)  # 15 pending counts are legal (sets on their way cost no event: the clock stays at 0)
     with pytest.raises(HazardError) as err:
         flag.set(who())  # the 16th, set at cycle 0, overflows the counter when it arrives at cycle `latency`
-        env.run()
+        run(env)
     check(str(err.value), f"flag core0.p_tile_fifo.ready[aiv0] set 16 times without a wait (counter max 15) at "
           f"cycle {latency:.0f}", "hazard message")
 
@@ -253,7 +254,7 @@ def test_fifo_tile_credits_follow_the_rule(env, t, lanes, want):
 def test_fifo_push_and_credit_set_flags(env, effect, lanes, want):
     f = fifo(env, latency=5.0)
     getattr(f.tile(3, lanes), effect)(who())
-    env.run()
+    run(env)
     check(([fl.pending for fl in f.ready], [fl.pending for fl in f.consumed]), want, "(ready counts, consumed counts)")
 
 
@@ -396,7 +397,7 @@ def test_instruction_starts_when_flag_arrives(env, latency, cause):
     flag = Flag(env, "core0.p_tile_fifo.ready[aiv0]", latency=latency, cause=cause)
     store = producer.issue(Instr(producer, "compute_p", 0, 0, 0, "TSTORE", 10, then=(flag.set,)))
     load = consumer.issue(Instr(consumer, "compute_pv", 0, 0, 0, "TLOAD P", 5, waits=(flag,)))
-    env.run()
+    run(env)
     arrive = 10 + latency
     check((load.start, load.end, dict(consumer.stall_by), load.deps),
           (arrive, arrive + 5, {("compute_pv", cause, "p_tile_fifo.ready[aiv0]"): arrive},
@@ -409,7 +410,7 @@ def test_pipe_executes_in_issue_order(env):
     flag.set(who())
     waiting = pipe.issue(Instr(pipe, "compute_pv", 0, 0, 0, "TLOAD P", 5, waits=(flag,)))
     free = pipe.issue(Instr(pipe, "compute_qk", 0, 1, 0, "TLOAD K", 3))
-    env.run()
+    run(env)
     check([(i.start, i.end) for i in (waiting, free)], [(20, 25), (25, 28)], "(start, end) of both")
 
 
@@ -419,7 +420,7 @@ def test_slot_wait_counts_as_slot_stall(env):
     held.request(who())
     at(env, 12, held.release)
     ins = pipe.issue(Instr(pipe, "compute_qk", 0, 0, 0, "TEXTRACT", 4, waits=(pool.slot(),)))
-    env.run()
+    run(env)
     check((ins.start, dict(pipe.stall_by)), (12, {("compute_qk", "slot", "L0A"): 12}), "(start, stalls)")
 
 
@@ -437,7 +438,7 @@ def ran_block():
     streams = [IssueStream(env, pipes[0].unit, pipes) for pipes, _ in k.programs]
     for stream, (_, program) in zip(streams, k.programs):
         stream.run(program)
-    env.run()
+    run(env)
     check(([s.done() for s in streams], env.now > hw.sync.flag_latency), ([None] * 3, True),
           "(unfinished streams' done events, the block took time)")
     return env, k
@@ -459,7 +460,7 @@ def test_block_end_with_extra_flag_set_is_hazard(ran_block, flag, arrived):
     target = EXTRA_SET[flag](k)
     target.set(who())
     if arrived:
-        env.run()  # let the set arrive (flag latency); a set still in flight counts too
+        run(env)  # let the set arrive (flag latency); a set still in flight counts too
     with pytest.raises(HazardError, match=re.escape(f"{target.name} was set 1 more time(s) than waited in block 0")):
         k.finish()
 

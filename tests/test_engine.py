@@ -15,6 +15,7 @@ from tfa_sim.backends import get_backend
 from tfa_sim.blocks import make_blocks
 from tfa_sim.config import HardwareConfig, ScheduleConfig, build_config, load_config
 from tfa_sim.costs import Costs
+from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.errors import InputError, ScheduleError
 from tfa_sim.functional import run_functional
 from tfa_sim.hardware import load_hardware
@@ -247,7 +248,7 @@ def test_flag_waited_more_often_than_set_is_diagnosed():
     producer.issue(Instr(producer, "compute_p", 0, 0, 0, "TSTORE", 10, then=(flag.set,)))
     for t in range(2):
         consumer.issue(Instr(consumer, "compute_pv", 0, t, 0, "TLOAD P", 5, waits=(flag,)))
-    env.run()
+    run(env)
 
     class Stuck:
         streams: list = []

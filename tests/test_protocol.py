@@ -7,6 +7,7 @@ import pytest
 from tfa_sim.backends import get_backend
 from tfa_sim.config import load_config
 from tfa_sim.costs import compute_gu_ops, compute_p_ops
+from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.errors import ScheduleError
 from tfa_sim.functional import run_functional
 from tfa_sim.hardware import load_hardware
@@ -75,7 +76,7 @@ def test_a_cross_core_wait_blocks_the_whole_issue_stream():
 
     stream = IssueStream(env, "core0.cubecore0", [a, b])
     stream.run(program())
-    env.run()
+    run(env)
     y = next(e for e in stats.events if e.kind == "Y")
     z = next(e for e in stats.events if e.kind == "Z")
     assert (z.start, y.start) == (0.0, 105.0), (z.start, y.start)

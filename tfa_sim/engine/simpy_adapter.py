@@ -1,13 +1,16 @@
 """The one module that uses SimPy internals, for speed on the engine's hot path.
 
-SimPy's public API costs a ``Timeout`` object per scheduled completion and a
-property call per clock read.  The engine schedules one bare event per
+SimPy's public API costs a ``Timeout`` object per scheduled completion, a
+``(time, priority, id, event)`` tuple compared as Python objects in its heap,
+and a property call per clock read.  The engine schedules one bare event per
 instruction group and reads the clock several times per group, so this module
 owns three shortcuts, valid for the SimPy version pinned in pyproject.toml
 (``simpy>=4.1,<4.2``): a plain event object that calls one callback at a given
 cycle (one object reused for every call of a caller with one call pending at a
-time), SimPy's own loop run here (compiled with this module, setup.py), and a
-direct read of the clock.  With the environment variable
+time), kept in a heap of its own that :func:`run` merges with SimPy's queue in
+SimPy's order (so the engine's events are processed by :func:`run`, not by
+``env.run()``); SimPy's own loop run here (compiled with this module,
+setup.py); and a direct read of the clock.  With the environment variable
 ``TFA_SIM_PUBLIC_SIMPY=1`` all three use SimPy's public API instead (same
 results, same order of events); the measured difference is in README "Timing
 model" (``benchmarks/bench_sim.py --public-simpy``).
@@ -22,9 +25,8 @@ from typing import Any, Final
 import simpy
 import simpy.events
 
-#: SimPy's queue operations and its priority of a timeout, bound once: mypyc keeps a Final name in a C variable
+#: SimPy's queue operation and its priority of a timeout, bound once: mypyc keeps a Final name in a C variable
 #: instead of looking it up in the module's dict at every use.
-_push: Final = heapq.heappush
 _pop: Final = heapq.heappop
 _NORMAL: Final = simpy.events.NORMAL
 
@@ -33,25 +35,89 @@ PUBLIC_API: Final = os.environ.get("TFA_SIM_PUBLIC_SIMPY", "") == "1"
 
 
 class _Scheduled:
-    """An event SimPy's loop can process, with one callback: ``Environment.step`` reads only ``callbacks``
-    (taking them and leaving None) and ``_ok``.  What ``env.timeout(d).callbacks.append(cb)`` builds, as a
-    plain class that mypyc compiles (setup.py): no ``simpy.Event`` and its Python attribute lookups, and the
-    environment's queue and id counter read once."""
+    """The engine's own event: one callback at a cycle, kept in the environment's :class:`_Agenda` rather than
+    in SimPy's queue.  What ``env.timeout(d).callbacks.append(cb)`` builds, as a plain class that mypyc compiles
+    (setup.py): no ``simpy.Event`` and its Python attribute lookups, no ``(time, priority, id, event)`` tuple
+    compared as Python objects in SimPy's heap.  ``callbacks`` and ``_ok`` are what SimPy's step would read."""
 
     def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
         self.env = env
-        self.queue: list[Any] = env._queue
+        self.agenda = _agenda(env)
         self.eids = env._eid
         self.calls = [callback]
         self.callbacks: list[Callable[[Any], None]] | None = self.calls
         self._ok = True
         self._value: Any = None
+        self.time = 0.0
+        self.eid = 0
 
     def set(self, now: float, delay: float) -> None:
-        """Be processed ``delay`` cycles after ``now``, the current cycle (again: SimPy's step took the callbacks
-        and left None)."""
+        """Be processed ``delay`` cycles after ``now``, the current cycle (again, once processed)."""
         self.callbacks = self.calls
-        _push(self.queue, (now + delay, _NORMAL, next(self.eids), self))
+        self.time = now + delay
+        self.eid = next(self.eids)  # SimPy's own counter: the same order among SimPy's events as before
+        self.agenda.push(self)
+
+
+def _before(a: _Scheduled, b: _Scheduled) -> bool:
+    """SimPy's order of two engine events: time, then id (both have SimPy's NORMAL priority)."""
+    return a.time < b.time or (a.time == b.time and a.eid < b.eid)
+
+
+class _Agenda:
+    """A binary heap of the engine's events in SimPy's order, compared natively; :func:`run` merges it with
+    SimPy's queue, an engine event at (time, NORMAL, id) ranking exactly as its tuple would there."""
+
+    def __init__(self) -> None:
+        self.items: list[_Scheduled] = []
+
+    def push(self, event: _Scheduled) -> None:
+        items = self.items
+        items.append(event)
+        i = len(items) - 1
+        while i > 0:
+            parent = (i - 1) >> 1
+            up = items[parent]
+            if not _before(event, up):
+                break
+            items[i] = up
+            i = parent
+        items[i] = event
+
+    def pop(self) -> _Scheduled:
+        items = self.items
+        top, last = items[0], items.pop()
+        n = len(items)
+        if n:
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= n:
+                    break
+                if child + 1 < n and _before(items[child + 1], items[child]):
+                    child += 1
+                if not _before(items[child], last):
+                    break
+                items[i] = items[child]
+                i = child
+            items[i] = last
+        return top
+
+    def first_before(self, entry: tuple[float, int, int, Any]) -> bool:
+        """Does the engine's next event come before SimPy's queue entry ``entry`` (time, priority, id, event)?"""
+        head = self.items[0]
+        t = entry[0]
+        return head.time < t or (head.time == t and (_NORMAL < entry[1] or (_NORMAL == entry[1]
+                                                                            and head.eid < entry[2])))
+
+
+def _agenda(env: simpy.Environment) -> _Agenda:
+    """The engine events' heap of ``env``, made on first use."""
+    agenda = getattr(env, "_tfa_agenda", None)
+    if agenda is None:
+        agenda = _Agenda()
+        setattr(env, "_tfa_agenda", agenda)  # noqa: B010 - SimPy's Environment declares no such attribute
+    return agenda
 
 
 def _call_at_public(env: simpy.Environment, now: float, delay: float, callback: Callable[[Any], None]) -> None:
@@ -77,12 +143,24 @@ def _run_public(env: simpy.Environment) -> None:
 
 
 def _run_fast(env: simpy.Environment) -> None:
-    """``env.run()`` until no event is left: SimPy 4.1's loop without its ``until`` and ``StopSimulation``
-    handling, which the engine does not use, compiled with this module."""
+    """``env.run()`` until no event is left, over SimPy's queue and the engine's :class:`_Agenda` merged in
+    SimPy's order: SimPy 4.1's loop without its ``until`` and ``StopSimulation`` handling, which the engine does
+    not use, compiled with this module."""
     queue = env._queue
+    agenda = _agenda(env)
+    events = agenda.items
     event: Any  # a SimPy event or a _Scheduled
     callbacks: list[Callable[[Any], None]]  # typed: mypyc walks it by index, not through a list iterator
-    while queue:
+    while queue or events:
+        if events and (not queue or agenda.first_before(queue[0])):
+            mine = agenda.pop()
+            env._now = mine.time
+            scheduled = mine.callbacks
+            assert scheduled is not None, "an engine event processed twice"
+            mine.callbacks = None
+            for callback in scheduled:
+                callback(mine)
+            continue
         env._now, _, _, event = _pop(queue)
         callbacks, event.callbacks = event.callbacks, None
         for callback in callbacks:
@@ -93,7 +171,7 @@ def _run_fast(env: simpy.Environment) -> None:
             raise exc
 
 
-#: ``run(env)``: process events until none is left (``env.run()``).
+#: ``run(env)``: process events until none is left (``env.run()``, the engine's own events included).
 run = _run_public if PUBLIC_API else _run_fast
 #: ``call_at(env, now, delay, callback)``: call ``callback(event)`` ``delay`` cycles after ``now``, which the
 #: caller has read from the clock already (the public API reads it again).
