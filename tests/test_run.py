@@ -216,3 +216,38 @@ def test_commands_import_only_what_they_use(tmp_path, argv, absent):
     r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout[-300:]
+
+
+@pytest.mark.parametrize("window", [None, (0, 1)])
+def test_a_forked_trace_writer_writes_the_trace_this_process_would(tmp_path, monkeypatch, window):
+    """trace.json from the forked child (its own counters: the window's pools only) equals the one written in
+    process, byte for byte, with and without a window of cores; a child that fails leaves the work to the run."""
+    from tfa_sim import runner
+
+    config = load_config(overrides=["case.s0=512", "case.s1=2048", "numerics.enabled=false"],
+                         values=[("hardware", "preset", "910b2")])
+    monkeypatch.setattr(runner, "TRACE_FORK_EVENTS", 0)
+    children = []
+    forked = runner.Forked
+
+    def recorded(*args):
+        children.append(forked(*args))
+        return children[-1]
+
+    monkeypatch.setattr(runner, "Forked", recorded)
+    trace = {}
+    for name, fork in (("forked", True), ("here", False)):
+        monkeypatch.setattr(runner, "can_fork", lambda fork=fork: fork)
+        runner.run(config, out_dir=str(tmp_path / name), trace_window=window)
+        trace[name] = (tmp_path / name / "trace.json").read_bytes()
+    assert len(children) == 1 and children[0]._reaped
+    assert trace["forked"] == trace["here"]
+    assert b'"ph":"C"' in trace["here"]  # counter tracks, which the child collects itself
+
+    def broken(*_args):
+        raise RuntimeError("trace child failed")
+
+    monkeypatch.setattr(runner, "can_fork", lambda: True)
+    monkeypatch.setattr(runner, "trace_in_child", broken)
+    runner.run(config, out_dir=str(tmp_path / "fallback"), trace_window=window)
+    assert (tmp_path / "fallback" / "trace.json").read_bytes() == trace["here"]

@@ -135,12 +135,16 @@ def trace_events(log: EventLog, clock_mhz: float, rows: np.ndarray | None, flows
     cols = {k: ev[k].tolist() for k in EVENT_DTYPES}
     quoted = functools.cache(_js)  # buffer and flag names, few and repeated: each slots dict's JSON is assembled
     slot_js = {i: "{" + ",".join(f"{quoted(n)}:{v}" for n, v in held.items()) + "}" for i, held in slots.items()}
+    durations: dict[float, tuple[str, str]] = {}  # an instruction's cycles repeat: their reprs are made once
     for i, u, p, s, b, t, sb, k, start, end, nb, fl in zip(*cols.values()):
         cycles = end - start
+        dur = durations.get(cycles)
+        if dur is None:
+            dur = durations[cycles] = (repr(cycles * us), repr(cycles))
         slot = slot_js.get(i, "{}")
         yield (f'{{"ph":"X","name":{kinds[k]},"cat":{stages[s]},{head[u, p]},"ts":{start * us!r},'
-               f'"dur":{cycles * us!r},"args":{{"stage":{stages[s]},"block":{b},"tile":{t},{sub_key[u]}:{sb},'
-               f'"slots":{slot},"bytes":{nb},"flops":{fl},"cycles":{cycles!r},"start_cycle":{start!r},"id":{i}}}}}')
+               f'"dur":{dur[0]},"args":{{"stage":{stages[s]},"block":{b},"tile":{t},{sub_key[u]}:{sb},'
+               f'"slots":{slot},"bytes":{nb},"flops":{fl},"cycles":{dur[1]},"start_cycle":{start!r},"id":{i}}}}}')
     units, pipes, starts = cols["unit"], cols["pipe"], cols["start"]
     for src, dst, cause, via in flow_pairs(ev, deps):
         flows[0] += 1
