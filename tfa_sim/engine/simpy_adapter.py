@@ -38,16 +38,13 @@ class _Scheduled:
     """The engine's own event: one callback at a cycle, kept in the environment's :class:`_Agenda` rather than
     in SimPy's queue.  What ``env.timeout(d).callbacks.append(cb)`` builds, as a plain class that mypyc compiles
     (setup.py): no ``simpy.Event`` and its Python attribute lookups, no ``(time, priority, id, event)`` tuple
-    compared as Python objects in SimPy's heap.  ``callbacks`` and ``_ok`` are what SimPy's step would read."""
+    compared as Python objects in SimPy's heap.  ``callbacks`` is None while it is not scheduled, as SimPy's."""
 
     def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
-        self.env = env
         self.agenda = _agenda(env)
         self.eids = env._eid
         self.calls = [callback]
-        self.callbacks: list[Callable[[Any], None]] | None = self.calls
-        self._ok = True
-        self._value: Any = None
+        self.callbacks: list[Callable[[Any], None]] | None = None
         self.time = 0.0
         self.eid = 0
 
