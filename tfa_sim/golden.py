@@ -148,11 +148,11 @@ class KernelGolden:
             None if p_fp32 is None else p_fp32[b, h, rows])
 
     @classmethod
-    def empty(cls, config: Config, record: bool = False, o: np.ndarray | None = None) -> KernelGolden:
-        """Nothing computed yet: ``o`` (or a new array) [batch, heads, S0, HEAD] fp32, and with ``record`` every
-        intermediate in the full layout."""
+    def empty(cls, config: Config, record: bool = False) -> KernelGolden:
+        """Nothing computed yet: ``o`` [batch, heads, S0, HEAD] fp32, and with ``record`` every intermediate in the
+        full layout."""
         c = config.case
-        o = np.empty((c.batch, c.heads, c.s0, c.head), F32) if o is None else o
+        o = np.empty((c.batch, c.heads, c.s0, c.head), F32)
         tensors = {name: empty_full(item, config) for name, item in BY_NAME.items()} if record else None
         return cls(o, tensors, np.zeros((c.batch, c.heads, c.s0, c.s1), F32) if record else None)
 
