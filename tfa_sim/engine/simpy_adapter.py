@@ -38,19 +38,17 @@ class _Scheduled:
     """The engine's own event: one callback at a cycle, kept in the environment's :class:`_Agenda` rather than
     in SimPy's queue.  What ``env.timeout(d).callbacks.append(cb)`` builds, as a plain class that mypyc compiles
     (setup.py): no ``simpy.Event`` and its Python attribute lookups, no ``(time, priority, id, event)`` tuple
-    compared as Python objects in SimPy's heap.  ``callbacks`` is None while it is not scheduled, as SimPy's."""
+    compared as Python objects in SimPy's heap."""
 
     def __init__(self, env: simpy.Environment, callback: Callable[[Any], None]) -> None:
         self.agenda = _agenda(env)
         self.eids = env._eid
-        self.calls = [callback]
-        self.callbacks: list[Callable[[Any], None]] | None = None
+        self.callback = callback
         self.time = 0.0
         self.eid = 0
 
     def set(self, now: float, delay: float) -> None:
         """Be processed ``delay`` cycles after ``now``, the current cycle (again, once processed)."""
-        self.callbacks = self.calls
         self.time = now + delay
         self.eid = next(self.eids)  # SimPy's own counter: the same order among SimPy's events as before
         self.agenda.push(self)
@@ -146,17 +144,13 @@ def _run_fast(env: simpy.Environment) -> None:
     queue = env._queue
     agenda = _agenda(env)
     events = agenda.items
-    event: Any  # a SimPy event or a _Scheduled
+    event: Any  # a SimPy event
     callbacks: list[Callable[[Any], None]]  # typed: mypyc walks it by index, not through a list iterator
     while queue or events:
         if events and (not queue or agenda.first_before(queue[0])):
             mine = agenda.pop()
             env._now = mine.time
-            scheduled = mine.callbacks
-            assert scheduled is not None, "an engine event processed twice"
-            mine.callbacks = None
-            for callback in scheduled:
-                callback(mine)
+            mine.callback(mine)
             continue
         env._now, _, _, event = _pop(queue)
         callbacks, event.callbacks = event.callbacks, None
