@@ -1,6 +1,7 @@
 """Shared fixtures: the reference kernel's data files and small config helpers."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 from pathlib import Path
 
@@ -82,3 +83,9 @@ def timing_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("timing") / "run"
     assert cli.main(["run", *TIMING_SMALL, "--out", str(out)]) == 0
     return out
+
+
+def slow_vector(hw, factor: float):
+    """``hw`` with every vector intrinsic's cycles per repeat ``factor`` times the preset's."""
+    keys = [f.name for f in dataclasses.fields(hw.vector) if f.name.endswith("_per_repeat")]
+    return hw.with_values({f"vector.{k}": factor * getattr(hw.vector, k) for k in keys})

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import EXTRA_CONFIGS, REFERENCE_CASES, extra_config
+from conftest import EXTRA_CONFIGS, REFERENCE_CASES, extra_config, slow_vector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -229,9 +229,9 @@ def test_fifo_overwrite_is_a_hazard(tmp_path):
                                     "schedule.qk_preload=4", "schedule.cv_fifo_cons_sync_period=8",
                                     "schedule.ub_src=1"])
     hw = load_hardware(config.hardware)
-    slow_vector = hw.with_values({"vector.repeat_scale": 8.0})
+    slow = slow_vector(hw, 8.0)
     with pytest.raises(ScheduleError, match=r"qk_tile_fifo slot 0 .* overwritten by FIXPIPE"):
-        simulate(config, slow_vector, None, log_events=False)
+        simulate(config, slow, None, log_events=False)
 
 
 def test_flag_waited_more_often_than_set_is_diagnosed():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -211,13 +212,16 @@ PRESET = (Path(__file__).resolve().parent.parent / "configs" / "hw" / "910b2.tom
     (PRESET.replace("clock_mhz = 1800", ""), "misses clock_mhz"),
     (PRESET.replace("clock_mhz = 1800", "clock_mhz = 0"), "chip.clock_mhz"),
     (PRESET.replace("clock_mhz = 1800", 'clock_mhz = "fast"'), "chip.clock_mhz"),
-    (PRESET.replace("gm_to_l1 = 256", "gm_to_l1 = 1e-300"), "move.gm_to_l1"),
-    (PRESET.replace("host_launch = 10905", "host_launch = 1e300"), "overhead.host_launch"),
+    (re.sub(r"gm_to_l1 = [0-9.]+", "gm_to_l1 = 1e-300", PRESET), "move.gm_to_l1"),
+    (re.sub(r"block_dispatch = [0-9.]+", "block_dispatch = 1e300", PRESET), "overhead.block_dispatch"),
+    (re.sub(r"s1 = \[[0-9, ]+\]", "s1 = []", PRESET), "calibration.s1"),
+    (PRESET.replace("measured = true", "measured = 1"), "calibration.measured"),
     (PRESET.replace("cube_cores = 24", "cube_cores = 0x" + "f" * 2000), "chip.cube_cores"),
     (PRESET.replace("[chip]", "[[chip]]"), "[chip]"),
     (PRESET.replace("fractal = 16", "fractal = nan"), "cube.fractal"),
     (PRESET + "\n[extra]\nx = 1\n", "unknown table"),
-], ids=["missing", "zero", "string", "tiny rate", "huge", "huge int", "array of tables", "nan", "unknown table"])
+], ids=["missing", "zero", "string", "tiny rate", "huge", "empty list", "not a bool", "huge int", "array of tables",
+        "nan", "unknown table"])
 def test_damaged_preset_files(tmp_path, text, needle):
     path = tmp_path / "hw.toml"
     path.write_text(text)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import slow_vector
 
 from tfa_sim.backends import get_backend
 from tfa_sim.config import load_config
@@ -16,9 +17,9 @@ from tfa_sim.simulation import simulate
 from tfa_sim.stages.block_kernel import Numerics
 
 
-def one_block(*overrides, hw_values=None):
+def one_block(*overrides, hw_values=None, vector_slowdown=1.0):
     config = load_config(overrides=["numerics.enabled=false", "hardware.cores=1", *overrides])
-    hw = load_hardware(config.hardware).with_values(hw_values or {})
+    hw = slow_vector(load_hardware(config.hardware).with_values(hw_values or {}), vector_slowdown)
     result = simulate(config, hw, None, log_events=True)
     return config, hw, [e for e in result.stats.events if e.pipe != "dispatch"]
 
@@ -40,7 +41,7 @@ def test_v_load_is_issued_before_the_core_waits_for_p(tile_s1):
     """compute_pv issues TLOAD V, then waits for P: the V load never waits for P's ready flag (with a slow
     vector core, P comes late and V is in L1 long before), the P load never starts before."""
     config, hw, events = one_block(f"tiling.tile_s1={tile_s1}", "case.s1=4096",
-                                   hw_values={"vector.repeat_scale": 2.0})
+                                   vector_slowdown=2.0)
     kf = config.tiling.k_tile_factor
     early = 0
     for t in range(config.tiles):

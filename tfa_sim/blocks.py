@@ -161,17 +161,18 @@ def split_count(config: Config, cores: int) -> int:
 
     "auto" is the N (1 … cores) with the shortest critical core in a closed-form estimate — waves
     ⌈R·N/cores⌉ times (chunk tiles ⌈T/N⌉ + the block dispatch in tiles) for R row blocks of T tiles, plus
-    one more dispatch for the combine launch when N > 1; a tile costs its K and V through the core's GM
-    port (decode blocks stream K/V) — the smallest N on a tie."""
+    the launch gap and one more dispatch for the combine launch when N > 1; a tile costs its K and V through
+    the core's GM port (decode blocks stream K/V) — the smallest N on a tie."""
     split, tiles = config.schedule.s1_split, config.tiles
     if split == "auto":
         hw = load_hardware(config.hardware)
         tile_cycles = 2 * config.tiling.tile_s1 * config.case.head * 2 / hw.move.gm_to_l1
         dispatch = hw.overhead.block_dispatch / tile_cycles
+        combine = dispatch + hw.launch.gap(config.hardware.host) / tile_cycles
         rows = len(row_groups(config))
 
         def critical(n: int) -> float:
-            return -(-rows * n // cores) * (-(-tiles // n) + dispatch) + (dispatch if n > 1 else 0.0)
+            return -(-rows * n // cores) * (-(-tiles // n) + dispatch) + (combine if n > 1 else 0.0)
 
         split = min(range(1, min(cores, tiles) + 1), key=lambda n: (critical(n), n))
     return max(1, min(tiles, int(split)))

@@ -1,35 +1,33 @@
-"""``tfa-sim calibrate``: fit the timing model's free parameters to measured kernel times.
+"""``tfa-sim calibrate``: fit the timing model's free parameters to measured launches of one kernel revision.
 
-Eight parameters are fitted, each with a physical meaning and bounds (:data:`FITTED`,
-docs/calibration.md); everything else in a preset is a documented figure.  The fit
-keeps every point's error within :data:`MAX_ERROR` when it can and then minimises the
-mean absolute percentage error (MAPE) of simulated against measured kernel times, in
-three steps none of which starts from the presets' current values:
+Fitted (:data:`FITTED`, each physical and bounded, docs/calibration.md): the chip's L2 bandwidth and the
+cross-core flag latency, searched; the stagger between core starts and each host class's launch gap, which
+enter a launch's time (almost) linearly and are solved by a linear program for every searched candidate.
+Everything else in a preset is a documented figure.
 
-1. *pipeline* — ``vector.repeat_scale`` and ``sync.flag_latency`` from the points
-   that run one block per core on at most 8 cores (no shared-L2 pressure).  Each
-   candidate simulates their per-core work once, without the overheads; the
-   overheads then enter exactly linearly (time = raw + kernel_start +
-   blocks·block_dispatch + last core·core_stagger) and are solved by a linear
-   program (scipy's HiGHS).  A global search (DIRECT) over their bounds in log space,
-   polished by Nelder–Mead, finds the two (the objective has several basins).
-2. *L2* — ``gm.l2_bandwidth`` from all points by Brent's method in log space; the
-   many-block points are simulated wave by wave (one full wave, then the partial
-   last wave: the waves of identical blocks that start together are alike) and the
-   linear parameters solved again for each candidate.
-3. *confirm* — every point simulated in full with the fitted parameters: the
-   reported errors are these, not the surrogates'.
+A point (:class:`Point`, one CSV row) says what it measured: ``timing`` ``kernel`` (an in-kernel counter: the
+kernel time) or ``stream`` (the mean period of back-to-back launches: kernel time plus the launch gap of its
+``host`` class), and which ``kernel`` revision ran.  One fit describes one revision: a file mixing revisions
+needs ``--kernel``.
 
-``--leave-one-out`` refits once per point without it and reports its error.
+The search is deterministic and starts from no preset value: a log-spaced grid over the two searched
+parameters' bounds (the core stagger solved linearly with the gaps), then a finer grid around the best node
+with that stagger inside the simulations, each searched parameter then polished between its fine neighbours
+(Brent's method).  Each node simulates every distinct launch once (cached); the gaps
+are solved per node; the node whose errors are all within :data:`MAX_ERROR` (when any is) with the lowest mean
+absolute percentage error wins, and its predictions are the full model's.
+Cross-validation (:func:`cross_validate`) is k-fold by shape: every point of a shape (both hosts) is left out
+together and predicted by the same search run on the other shapes; the simulations are shared, so a fold costs
+little more than the nodes the full fit did not visit.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -39,55 +37,53 @@ import numpy as np
 
 from tfa_sim.config import CONFIG_DIR, Config, build_config
 from tfa_sim.errors import InputError
-from tfa_sim.hardware import Hardware, load_hardware, preset_names
+from tfa_sim.hardware import HOSTS, Hardware, load_hardware, preset_names
 from tfa_sim.simulation import simulate
 
 POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
-#: Points with more cores than this feel the shared L2; step 1 leaves them to step 2.
-UNCONTENDED_CORES = 8
 #: The fit keeps every point's error within this when it can (then minimises the MAPE).
 MAX_ERROR = 0.199
-#: Evaluations of step 1's global search (DIRECT) before Nelder–Mead polishes its best point.
-GLOBAL_EVALUATIONS = 100
+#: Nodes per searched parameter: the coarse grid over the bounds, then the fine grid around its best node.
+COARSE, FINE = 9, 5
+TIMINGS = ("kernel", "stream")
 
 
 @dataclass(frozen=True)
 class Param:
-    """A fitted parameter: its preset key, whether each measured board has its own, bounds and meaning."""
+    """A fitted parameter: its preset key, bounds (cycles or bytes per cycle) and meaning."""
 
     key: str
-    per_board: bool
     low: float
     high: float
     meaning: str
 
 
-FITTED = (
-    Param("vector.repeat_scale", False, 0.125, 1.0,
-          "cycles of one 256-byte vector repeat relative to the per-repeat figures of docs/timing.md; 1 is the "
-          "figure itself, 1/8 a repeat per 1/8 of the listed cycles"),
-    Param("sync.flag_latency", False, 10.0, 2000.0,
+SEARCHED = (
+    Param("gm.l2_bandwidth", 888.9, 6144.0,
+          "bytes per cycle the chip's L2 serves all cores together, shared by the transfers in flight in "
+          "proportion to their path rates; at least the HBM's 1.6 TB/s, at most 24 cores' 256 B/cycle ports"),
+    Param("sync.flag_latency", 10.0, 2000.0,
           "cycles from a cross-core set_flag to the waiting core seeing it; about 1 µs at most"),
-    Param("gm.l2_bandwidth", False, 888.9, 6144.0,
-          "bytes per cycle the chip's L2 serves to all cores together; at least the HBM's 1.6 TB/s, at most "
-          "all 24 cores' 256 B/cycle load paths"),
-    Param("overhead.kernel_start", True, 0.0, 100000.0,
-          "cycles from the device starting a launch to its first core starting: the runtime's device-side "
-          "launch (argument and code fetch); measured in the kernel time, unlike the host's launch"),
-    Param("overhead.block_dispatch", False, 0.0, 40000.0,
-          "cycles from a core's start (or its previous block's end) to the block's first instruction: scalar "
-          "set-up, flags, the cross-core comm slot; the same micro-architecture on every board"),
-    Param("overhead.core_stagger", True, 0.0, 20000.0,
-          "cycles between the starts of consecutive cores: the device starts its cores one after another"),
 )
-PIPELINE = ("vector.repeat_scale", "sync.flag_latency")
-LINEAR = ("overhead.kernel_start", "overhead.block_dispatch", "overhead.core_stagger")
+LINEAR = (
+    Param("overhead.core_stagger", 0.0, 2000.0,
+          "cycles between the starts of consecutive cores of a launch: the device starts its blocks one after "
+          "another; at most about 1 µs each"),
+    *(Param(f"launch.gap_{host}", 0.0, 36000.0,
+            f"cycles from one launch's end to the next one's first block on a full stream driven by an {host} "
+            f"host (runtime launch path, device start); at most 20 µs") for host in HOSTS),
+)
+FITTED = SEARCHED + LINEAR
 
 
 @dataclass(frozen=True)
 class Point:
+    """One measured launch (a CSV row; :data:`COLUMNS` with their defaults)."""
+
     preset: str
-    cores: int
+    kernel: str
+    timing: str
+    host: str
     head: int
     s0: int
     s1: int
@@ -95,13 +91,18 @@ class Point:
     cube_s1: int
     tile_s1: int
     qk_preload: int
+    cv_fifo_size: int
+    sync_period: int
+    causal: bool
     time_us: float
+    cores: int = 0  # 0: all of the preset's
 
-    def config(self, s0: int | None = None) -> Config:
-        return build_config({"case": {"head": self.head, "s0": s0 or self.s0, "s1": self.s1},
+    def config(self, **hardware: Any) -> Config:
+        return build_config({"case": {"head": self.head, "s0": self.s0, "s1": self.s1, "causal": self.causal},
                              "tiling": {"cube_s0": self.cube_s0, "cube_s1": self.cube_s1, "tile_s1": self.tile_s1},
-                             "schedule": {"qk_preload": self.qk_preload},
-                             "hardware": {"preset": self.preset, "cores": self.cores},
+                             "schedule": {"qk_preload": self.qk_preload, "cv_fifo_size": self.cv_fifo_size,
+                                          "cv_fifo_cons_sync_period": self.sync_period},
+                             "hardware": {"preset": self.preset, "cores": self.cores, **hardware},
                              "numerics": {"enabled": False}})
 
     @property
@@ -109,43 +110,83 @@ class Point:
         return self.s0 // self.cube_s0
 
     @property
+    def shape(self) -> tuple:
+        """What the simulation depends on: everything but the host and the measurement."""
+        return (self.preset, self.head, self.s0, self.s1, self.cube_s0, self.cube_s1, self.tile_s1,
+                self.qk_preload, self.cv_fifo_size, self.sync_period, self.causal, self.cores)
+
+    @property
     def label(self) -> str:
-        return f"{self.preset} {self.cores} cores S0={self.s0} S1={self.s1}"
-
-    def critical_core(self) -> tuple[int, int, int]:
-        """The coefficients of (kernel_start, block_dispatch, core_stagger) in the time of the core that ends
-        last when all blocks take alike (the last of those with the most blocks): raw + kernel_start +
-        blocks·dispatch + index·stagger."""
-        waves = -(-self.blocks // self.cores)
-        return 1, waves, (self.blocks - 1) % self.cores if self.blocks > self.cores else self.blocks - 1
+        host = f" {self.host}" if self.host else ""
+        return f"{self.preset} {self.timing}{host} S0={self.s0} S1={self.s1}"
 
 
-def load_points(path: str | Path = POINTS_FILE) -> list[Point]:
-    """The measured points of a CSV with the columns of :class:`Point` (``#`` lines are comments)."""
+#: Columns a points CSV may have: None marks the required ones, else the default.
+COLUMNS: dict[str, Any] = {"preset": None, "kernel": None, "timing": None, "host": "", "blocks": None,
+                           "head": None, "s0": None, "s1": None, "cube_s0": 128, "cube_s1": 128, "tile_s1": 256,
+                           "qk_preload": 4, "cv_fifo_size": 8, "sync_period": 4, "causal": "false",
+                           "time_us": None, "cores": 0}
+
+
+def _typed(text: Any, kind: str) -> Any:
+    """A CSV cell as its column's type (a default is already typed text)."""
+    text = str(text)
+    return text.lower() == "true" if kind == "bool" else float(text) if kind == "float" else \
+        int(text) if kind == "int" else text
+
+
+def _parse_row(row: dict[str, str], where: str) -> Point:
+    required = ", ".join(k for k, d in COLUMNS.items() if d is None)
+    values: dict[str, Any] = {}
+    for name, default in COLUMNS.items():
+        text = (row.get(name) or "").strip()
+        if not text and default is None:
+            raise InputError(f"{where}: column {name} is empty or missing; a point needs {required}")
+        values[name] = text or default
+    try:
+        point = Point(*(_typed(values[f.name], str(f.type)) for f in dataclasses.fields(Point)))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}; numbers where numbers are due") from None
+    if point.timing not in TIMINGS:
+        raise InputError(f"{where}: timing {point.timing!r} must be one of {', '.join(TIMINGS)}")
+    if point.host not in ("", *HOSTS) or (point.timing == "stream" and not point.host):
+        raise InputError(f"{where}: host {point.host!r}: a stream-timed point names its host class "
+                         f"({', '.join(HOSTS)})")
+    if int(values["blocks"]) != point.blocks:
+        raise InputError(f"{where}: blocks {values['blocks']} is not S0/CUBE_S0 = {point.blocks}")
+    if not (math.isfinite(point.time_us) and point.time_us > 0):
+        raise InputError(f"{where}: time {point.time_us} µs; times must be > 0")
+    point.config()  # a point the model cannot run is refused here, with the rule it breaks
+    return point
+
+
+def load_points(path: str | Path = POINTS_FILE, kernel: str | None = None) -> list[Point]:
+    """The points of a CSV (``#`` lines are comments) of one kernel revision (``kernel``: select one)."""
     path = Path(path)
     try:
         lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"calibration points {path} cannot be read ({exc}); give a CSV with columns "
-                         f"{','.join(f.name for f in dataclasses.fields(Point))}") from None
-    types = {f.name: str(f.type) for f in dataclasses.fields(Point)}
-    convert: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "str": str}
-    try:
-        points = [Point(*[convert[kind](row[name]) for name, kind in types.items()]) for row in csv.DictReader(lines)]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"calibration points {path}: bad row ({exc}); columns must be {','.join(types)}") from None
+                         f"{','.join(COLUMNS)}") from None
+    points = [_parse_row(row, f"calibration points {path} row {i}")
+              for i, row in enumerate(csv.DictReader(lines), start=1)]
+    revisions = sorted({p.kernel for p in points})
+    if kernel is not None:
+        points = [p for p in points if p.kernel == kernel]
+        if not points:
+            raise InputError(f"calibration points {path}: no point of kernel {kernel!r}; it has "
+                             f"{', '.join(revisions) or 'none'}")
+    elif len(revisions) > 1:
+        raise InputError(f"calibration points {path} mix kernel revisions {', '.join(revisions)}: one fit "
+                         f"describes one revision; choose with --kernel NAME")
     if not points:
         raise InputError(f"calibration points {path} holds no rows; add measured points under the header")
-    for p in points:
-        if not (math.isfinite(p.time_us) and p.time_us > 0):
-            raise InputError(f"calibration points {path}: {p.label} has time {p.time_us} µs; times must be > 0")
-        p.config()  # a point the model cannot run is refused here, with the rule it breaks
     return points
 
 
-def select_points(path: str | None, exclude: Sequence[int] = ()) -> list[Point]:
+def select_points(path: str | None, exclude: Sequence[int] = (), kernel: str | None = None) -> list[Point]:
     """The points of ``path`` (default: the shipped set) without the 1-based data rows ``exclude``."""
-    points = load_points(path) if path else load_points()
+    points = load_points(path or POINTS_FILE, kernel)
     bad = [row for row in exclude if not 1 <= row <= len(points)]
     if bad:
         raise InputError(f"--exclude {bad[0]}: rows are 1…{len(points)} (the data rows of the points file)")
@@ -160,320 +201,319 @@ def base_preset(name: str) -> Hardware:
     return load_hardware(build_config({"hardware": {"preset": name}}).hardware)
 
 
-# ---- simulation: full, per-core and wave by wave -----------------------------------------------------
-def run_us(config: Config, hw: Hardware) -> float:
-    return simulate(config, hw, None, log_events=False).time_us
+# ---- the model's times ------------------------------------------------------------------------------------
+class Simulator:
+    """Kernel times (µs) of the points' launches for given parameter values, each launch simulated once."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, tuple[float, int]] = {}
+
+    def kernel(self, p: Point, values: dict[str, float]) -> tuple[float, int]:
+        """(kernel time µs, index of the last core that starts) of ``p`` with ``values``."""
+        key = (p.shape, tuple(sorted(values.items())))
+        if key not in self.cache:
+            hw = base_preset(p.preset).with_values(values)
+            sim = simulate(p.config(), hw.with_cores(p.cores) if p.cores else hw, None, log_events=False, fold=True)
+            self.cache[key] = (sim.time_us, sim.cores_used - 1)
+        return self.cache[key]
 
 
-def full_time(p: Point, hw: Hardware) -> float:
-    """The model's kernel time of point ``p`` on ``hw`` (the presets' dispatch and stagger included)."""
-    return run_us(p.config(), hw.with_cores(p.cores))
+def predicted(p: Point, kernel_us: float, values: dict[str, float]) -> float:
+    """What ``p`` measures given the model's kernel time: the kernel time, or it plus the host's gap."""
+    if p.timing == "kernel":
+        return kernel_us
+    return kernel_us + values[f"launch.gap_{p.host}"] / base_preset(p.preset).clock_mhz
 
 
-def raw_time(p: Point, hw: Hardware) -> float:
-    """Without dispatch and stagger; blocks on more than one wave are simulated a wave at a time."""
-    hw = hw.with_values(dict.fromkeys(LINEAR, 0.0))
-    if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores:  # no shared pressure: one core's block
-        return run_us(p.config(s0=p.cube_s0), hw.with_cores(1))
-    full, rest = divmod(p.blocks, p.cores)
-    total = full * run_us(p.config(s0=p.cores * p.cube_s0), hw.with_cores(p.cores)) if full else 0.0
-    return total + (run_us(p.config(s0=rest * p.cube_s0), hw.with_cores(p.cores)) if rest else 0.0)
-
-
-# ---- the linear parameters --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Linear:
-    """The linear parameters of a fit (cycles): shared values, each board's own, and the predictions (µs)."""
-
-    shared: dict[str, float]
-    boards: dict[str, dict[str, float]]
-    predicted: np.ndarray
-
-
-def solve_linear(points: Sequence[Point], raw: np.ndarray) -> Linear:
-    """The :data:`LINEAR` parameters (shared, or one per board) minimising the MAPE of raw +
-    kernel_start + blocks·dispatch + index·stagger: a linear program in cycles."""
+def solve_linear(points: Sequence[Point], raw: np.ndarray, last_core: np.ndarray | None) -> tuple[dict[str, float],
+                                                                                                 np.ndarray]:
+    """The :data:`LINEAR` parameters minimising the MAPE of raw + last core·stagger (+ the host's gap for stream
+    points), every error within :data:`MAX_ERROR` when possible: a linear program.  ``last_core`` None: the
+    stagger is inside ``raw`` already and only the gaps are solved.  Returns them and the predictions; a host
+    class without points takes the mean of the others' gaps."""
     from scipy.optimize import linprog
 
-    boards = sorted({p.preset for p in points})
-    columns = [(par, b) for par in _linear_params() for b in (boards if par.per_board else [None])]
+    hosts = [h for h in HOSTS if any(p.host == h and p.timing == "stream" for p in points)]
+    columns = [par for par in LINEAR[1:] if par.key.endswith(tuple(hosts))]
+    if last_core is not None:
+        columns.insert(0, LINEAR[0])
     n, m = len(points), len(columns)
     y = np.array([p.time_us for p in points])
     a = np.zeros((n, m))
+    keys = [c.key for c in columns]
     for i, p in enumerate(points):
-        coefficient = dict(zip(LINEAR, p.critical_core()))
         clock = base_preset(p.preset).clock_mhz
-        for j, (par, board) in enumerate(columns):
-            if board in (None, p.preset):
-                a[i, j] = coefficient[par.key] / clock  # µs per cycle of the parameter
-    # variables: [x (cycles per column) | e (absolute error per point, µs)]; minimise Σ e_i / y_i
+        if last_core is not None:
+            a[i, 0] = last_core[i] / clock
+        if p.timing == "stream":
+            a[i, keys.index(f"launch.gap_{p.host}")] = 1 / clock
     cost = np.concatenate([np.zeros(m), 1 / y])
     upper = np.block([[a, -np.eye(n)], [-a, -np.eye(n)]])
     rhs = np.concatenate([y - raw, raw - y])
-    bounds = [(par.low, par.high) for par, _ in columns]
+    bounds = [(par.low, par.high) for par in columns]
     res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, MAX_ERROR * yi) for yi in y], method="highs")
     if res.status != 0:  # no solution keeps every error within MAX_ERROR: minimise the MAPE alone
         res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, None)] * n, method="highs")
-    x = res.x[:m]
-    shared = {par.key: float(v) for (par, board), v in zip(columns, x) if board is None}
-    per_board = {b: {par.key: float(v) for (par, board), v in zip(columns, x) if board == b} for b in boards}
-    return Linear(shared, per_board, raw + a @ x)
+    values = {par.key: float(v) for par, v in zip(columns, res.x[:m])}
+    gaps = [values[k] for k in values if k.startswith("launch.")]
+    for par in LINEAR[1:]:
+        values.setdefault(par.key, float(np.mean(gaps)) if gaps else 0.0)
+    return values, raw + a @ res.x[:m]
 
 
-def _linear_params() -> list[Param]:
-    return [next(p for p in FITTED if p.key == key) for key in LINEAR]
+def objective(errors: np.ndarray) -> float:
+    """What the search minimises: every error within :data:`MAX_ERROR` first (a node that cannot keep them all
+    scores 1 + its worst error), then the MAPE."""
+    worst = float(np.max(np.abs(errors)))
+    return float(np.mean(np.abs(errors))) if worst <= MAX_ERROR + 1e-6 else 1.0 + worst
 
 
-# ---- the fit ------------------------------------------------------------------------------------------
+# ---- the fit ----------------------------------------------------------------------------------------------
 @dataclass
 class Fit:
     """A fitted parameter set and how it does on its points."""
 
-    shared: dict[str, float]
-    boards: dict[str, dict[str, float]]
+    values: dict[str, float]
     points: list[Point]
     predicted: np.ndarray = field(default_factory=lambda: np.zeros(0))
     seconds: float = 0.0
 
     def preset(self, board: str) -> Hardware:
-        return base_preset(board).with_values({**self.shared, **self.boards[board]})
+        return base_preset(board).with_values(self.values)
+
+    @property
+    def measured(self) -> np.ndarray:
+        return np.array([p.time_us for p in self.points])
 
     @property
     def errors(self) -> np.ndarray:
-        return self.predicted / np.array([p.time_us for p in self.points]) - 1
+        return self.predicted / self.measured - 1
 
     @property
     def mape(self) -> float:
         return float(np.mean(np.abs(self.errors)))
 
 
-def _mape(pred: np.ndarray, points: Sequence[Point]) -> float:
-    return float(np.mean(np.abs(pred / np.array([p.time_us for p in points]) - 1)))
+def _evaluate(points: Sequence[Point], searched: dict[str, float], sim: Simulator,
+              stagger: float | None) -> tuple[float, dict[str, float], np.ndarray]:
+    """(objective, all fitted values, predictions) of one node of the search.  ``stagger`` None: the core
+    stagger is solved with the gaps, linearly on runs without it (the coarse search's surrogate); else runs
+    include it and only the gaps are solved (the model itself)."""
+    within = {**searched, "overhead.core_stagger": stagger or 0.0}
+    runs = [sim.kernel(p, within) for p in points]
+    raw = np.array([r[0] for r in runs])
+    values, pred = solve_linear(points, raw, np.array([r[1] for r in runs]) if stagger is None else None)
+    if stagger is not None:
+        values["overhead.core_stagger"] = stagger
+    return objective(pred / np.array([p.time_us for p in points]) - 1), {**searched, **values}, pred
 
 
-def _objective(errors: np.ndarray) -> float:
-    """What the searches minimise, in the linear program's order: every error within :data:`MAX_ERROR` first
-    (a fit that cannot keep them all scores 1 + its worst error), then the MAPE."""
-    worst = float(np.max(np.abs(errors)))
-    return float(np.mean(np.abs(errors))) if worst <= MAX_ERROR + 1e-6 else 1.0 + worst
+def _grid(low: float, high: float, nodes: int) -> list[float]:
+    return [float(v) for v in np.exp(np.linspace(math.log(low), math.log(high), nodes))]
 
 
-def _pipeline_step(points: list[Point], shared: dict[str, float]) -> dict[str, float]:
-    """Step 1: the pipeline parameters from the uncontended one-wave points.
-
-    The objective is piecewise linear with narrow valleys and more than one basin (docs/calibration.md,
-    "Start dependence"), so a deterministic global search over the bounds (DIRECT, in log space) finds the
-    valley and Nelder–Mead polishes it: no start point, so every subset of points is fitted alike.
-    """
-    from scipy.optimize import direct, minimize
-
-    quiet = [p for p in points if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores]
-    if not quiet:
-        return shared
-    params = [next(p for p in FITTED if p.key == key) for key in PIPELINE]
-    bounds = [(math.log(p.low), math.log(p.high)) for p in params]
-
-    # a quiet point's raw time is one block on one core: points that differ only in their core count share it
-    alike = {p: dataclasses.replace(p, cores=1, s0=p.cube_s0, time_us=1.0) for p in quiet}
-    measured = np.array([p.time_us for p in quiet])
-
-    def objective(x: Sequence[float]) -> float:
-        values = {**shared, **{p.key: float(math.exp(np.clip(v, *b))) for p, v, b in zip(params, x, bounds)}}
-        one = {q: raw_time(q, base_preset(q.preset).with_values(values)) for q in set(alike.values())}
-        errors = solve_linear(quiet, np.array([one[alike[p]] for p in quiet])).predicted / measured - 1
-        return _objective(errors)
-
-    coarse = direct(objective, bounds, maxfun=GLOBAL_EVALUATIONS, locally_biased=True)
-    best = minimize(objective, coarse.x, method="Nelder-Mead", bounds=bounds,
-                    options={"xatol": 0.01, "fatol": 2e-4, "maxiter": 120})
-    return {**shared, **{p.key: float(math.exp(v)) for p, v in zip(params, best.x)}}
+def _search(points: Sequence[Point], axes: list[list[float]], sim: Simulator,
+            stagger: float | None) -> tuple[float, dict[str, float], np.ndarray]:
+    """The best node of a grid (``axes``: the values of each :data:`SEARCHED` parameter)."""
+    names = [p.key for p in SEARCHED]
+    return min((_evaluate(points, dict(zip(names, node)), sim, stagger) for node in itertools.product(*axes)),
+               key=lambda r: r[0])
 
 
-def _l2_step(points: list[Point], shared: dict[str, float], offsets: np.ndarray | None = None,
-             span: float | None = None) -> tuple[dict[str, float], np.ndarray]:
-    """Step 2: the L2 bandwidth from all points, the linear parameters solved for each candidate.
-
-    ``offsets`` correct the surrogate raw times (what the full model showed they miss); ``span`` narrows the
-    search to ±span (relative) around the current value.
-    """
-    from scipy.optimize import minimize_scalar
-
-    l2 = next(p for p in FITTED if p.key == "gm.l2_bandwidth")
-    low, high = math.log(l2.low), math.log(l2.high)
-    if span is not None:
-        here = math.log(shared[l2.key])
-        low, high = max(low, here - span), min(high, here + span)
-    shift = np.zeros(len(points)) if offsets is None else offsets
-    quiet = {i for i, p in enumerate(points) if p.cores <= UNCONTENDED_CORES and p.blocks <= p.cores}
-    fixed = {i: raw_time(p, base_preset(p.preset).with_values(shared)) for i, p in enumerate(points) if i in quiet}
-
-    def raw_for(log_bw: float) -> np.ndarray:
-        values = {**shared, l2.key: math.exp(log_bw)}
-        return shift + np.array([fixed[i] if i in quiet else raw_time(p, base_preset(p.preset).with_values(values))
-                                 for i, p in enumerate(points)])
-
-    if len(quiet) == len(points):
-        return shared, raw_for(math.log(shared[l2.key]))
-    measured = np.array([p.time_us for p in points])
-    res = minimize_scalar(lambda v: _objective(solve_linear(points, raw_for(v)).predicted / measured - 1),
-                          bounds=(low, high), method="bounded", options={"xatol": 0.005})
-    best = {**shared, l2.key: float(math.exp(res.x))}
-    return best, raw_for(res.x)
-
-
-def fit(points: list[Point]) -> Fit:
-    """Fit :data:`FITTED` to ``points`` (steps in the module docstring); predictions from the full model.
-
-    Each step searches its parameters' whole bounds, so the result does not depend on the presets' current
-    values and a fit to a subset (a leave-one-out fold) sees no other point.  Only a parameter the points
-    cannot fit keeps its preset value: the pipeline pair without one-wave points, the L2 bandwidth with
-    nothing but one-wave points.
-    """
+def fit(points: list[Point], sim: Simulator | None = None) -> Fit:
+    """Fit :data:`FITTED` to ``points`` (module docstring): a coarse grid over the searched parameters' bounds
+    with the stagger solved linearly, then a fine grid around its best node with that stagger inside the runs,
+    so that the chosen node's predictions are the model's own."""
     began = time.perf_counter()
-    first = base_preset(points[0].preset)
-    shared = {p.key: float(first.value(p.key)) for p in FITTED if not p.per_board}
-    shared = _pipeline_step(points, shared)
-    shared, raw = _l2_step(points, shared)
-    linear = solve_linear(points, raw)
-    result = Fit({**shared, **linear.shared}, linear.boards, points)
-    result.predicted = np.array([full_time(p, result.preset(p.preset)) for p in points])
-    # one correction: what the surrogates missed, as a shift of each point's raw time; search L2 again nearby
-    shared, raw = _l2_step(points, shared, offsets=result.predicted - linear.predicted, span=0.1)
-    linear = solve_linear(points, raw)
-    result = Fit({**shared, **linear.shared}, linear.boards, points)
-    result.predicted = np.array([full_time(p, result.preset(p.preset)) for p in points])
+    sim = sim or Simulator()
+    axes = [_grid(par.low, par.high, COARSE) for par in SEARCHED]
+    coarse = _search(points, axes, sim, None)[1]
+    fine = []
+    for par, axis in zip(SEARCHED, axes):
+        step = math.log(axis[1] / axis[0])
+        centre = coarse[par.key]
+        fine.append(_grid(max(par.low, centre * math.exp(-step)), min(par.high, centre * math.exp(step)), FINE))
+    stagger = coarse["overhead.core_stagger"]
+    _, values, pred = _search(points, fine, sim, stagger)
+    for par, axis in zip(SEARCHED, fine):  # polish each between its fine neighbours (Brent, in log space)
+        values, pred = _polish(points, par, axis, values, sim, stagger)
+    result = Fit(values, list(points), pred)
     result.seconds = time.perf_counter() - began
     return result
 
 
-def _fold(args: tuple[list[Point], int]) -> tuple[float, float]:
-    """One leave-one-out fold: (predicted µs of the point left out, fit seconds)."""
-    points, i = args
-    rest = points[:i] + points[i + 1:]
-    if points[i].preset not in {p.preset for p in rest}:
-        raise InputError(f"leave-one-out: {points[i].label} is the only point of its board; its board parameters "
-                         f"cannot be fitted without it")
-    f = fit(rest)
-    return full_time(points[i], f.preset(points[i].preset)), f.seconds
+def _polish(points: Sequence[Point], par: Param, axis: list[float], values: dict[str, float], sim: Simulator,
+            stagger: float) -> tuple[dict[str, float], np.ndarray]:
+    """``values`` with ``par`` moved to its best value between the fine grid nodes next to it."""
+    from scipy.optimize import minimize_scalar
+
+    here = axis.index(values[par.key]) if values[par.key] in axis else len(axis) // 2
+    low, high = axis[max(0, here - 1)], axis[min(len(axis) - 1, here + 1)]
+    searched = {p.key: values[p.key] for p in SEARCHED}
+
+    def score(log_value: float) -> float:
+        return _evaluate(points, {**searched, par.key: math.exp(log_value)}, sim, stagger)[0]
+
+    res = minimize_scalar(score, bounds=(math.log(low), math.log(high)), method="bounded",
+                          options={"xatol": 0.01, "maxiter": 12})
+    best = _evaluate(points, {**searched, par.key: math.exp(res.x)}, sim, stagger)
+    current = _evaluate(points, searched, sim, stagger)
+    return (best[1], best[2]) if best[0] < current[0] else (current[1], current[2])
 
 
-def leave_one_out(points: list[Point], jobs: int = 2) -> np.ndarray:
-    """The out-of-sample prediction (µs) of every point, each from a fit to all the others."""
-    tasks = [(points, i) for i in range(len(points))]
-    if jobs <= 1:
-        return np.array([_fold(t)[0] for t in tasks])
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return np.array([r[0] for r in pool.map(_fold, tasks)])
+def cross_validate(points: list[Point], sim: Simulator | None = None) -> np.ndarray:
+    """Each point's prediction (µs) by a fit to the points of every other shape (k-fold by shape)."""
+    sim = sim or Simulator()
+    shapes = sorted({p.shape for p in points}, key=str)
+    if len(shapes) < 2:
+        raise InputError("cross-validation needs points of at least two shapes")
+    out = np.zeros(len(points))
+    for shape in shapes:
+        rest = [p for p in points if p.shape != shape]
+        f = fit(rest, sim)
+        searched = {k: v for k, v in f.values.items() if not k.startswith("launch.")}
+        for i, p in enumerate(points):
+            if p.shape == shape:
+                out[i] = predicted(p, sim.kernel(p, searched)[0], f.values)
+    return out
 
 
-# ---- the report ---------------------------------------------------------------------------------------
-def sensitivity(f: Fit) -> dict[str, tuple[float, float]]:
+def half_width(points: Sequence[Point], held_out: np.ndarray) -> float:
+    """90 % of the cross-validated relative errors' magnitudes (the preset's interval half-width)."""
+    errors = np.abs(held_out / np.array([p.time_us for p in points]) - 1)
+    return float(np.quantile(errors, 0.9))
+
+
+# ---- the report -------------------------------------------------------------------------------------------
+def sensitivity(f: Fit, sim: Simulator) -> dict[str, tuple[float, float]]:
     """MAPE change when each fitted value is moved −10 % and +10 % (one at a time, full model)."""
-    base = f.mape
     out: dict[str, tuple[float, float]] = {}
+    measured = np.array([p.time_us for p in f.points])
     for par in FITTED:
         changes = []
         for factor in (0.9, 1.1):
-            shared = dict(f.shared)
-            boards = {b: dict(v) for b, v in f.boards.items()}
-            if par.per_board:
-                for values in boards.values():
-                    values[par.key] *= factor
-            else:
-                shared[par.key] *= factor
-            moved = Fit(shared, boards, f.points)
-            pred = np.array([full_time(p, moved.preset(p.preset)) for p in f.points])
-            changes.append(_mape(pred, f.points) - base)
+            values = {**f.values, par.key: f.values[par.key] * factor}
+            searched = {k: v for k, v in values.items() if not k.startswith("launch.")}
+            pred = np.array([predicted(p, sim.kernel(p, searched)[0], values) for p in f.points])
+            changes.append(float(np.mean(np.abs(pred / measured - 1))) - f.mape)
         out[par.key] = (changes[0], changes[1])
     return out
 
 
 def parameter_rows(f: Fit, sens: dict[str, tuple[float, float]] | None) -> list[dict[str, Any]]:
-    """One row per fitted value: board (or all), value, bounds, whether it sits at a bound, ±10 % effect."""
+    """One row per fitted value: value, bounds, whether it sits at a bound, ±10 % effect, meaning."""
     rows = []
     for par in FITTED:
-        where = list(f.boards) if par.per_board else ["all"]
-        for board in where:
-            value = f.boards[board][par.key] if par.per_board else f.shared[par.key]
-            at = "low" if value <= par.low * 1.001 else "high" if value >= par.high * 0.999 else ""
-            rows.append({"param": par.key, "board": board, "value": value, "low": par.low, "high": par.high,
-                         "at_bound": at, "mape_minus10": sens[par.key][0] if sens else None,
-                         "mape_plus10": sens[par.key][1] if sens else None, "meaning": par.meaning})
+        value = f.values[par.key]
+        at = "low" if value <= par.low + 1e-9 * max(1.0, par.high) else "high" if value >= par.high * 0.999 else ""
+        rows.append({"param": par.key, "value": value, "low": par.low, "high": par.high, "at_bound": at,
+                     "mape_minus10": sens[par.key][0] if sens else None,
+                     "mape_plus10": sens[par.key][1] if sens else None, "meaning": par.meaning})
     return rows
 
 
-def calibration_record(f: Fit, loo: np.ndarray | None, sens: dict[str, tuple[float, float]] | None
+def calibration_record(f: Fit, held_out: np.ndarray | None, sens: dict[str, tuple[float, float]] | None
                        ) -> dict[str, Any]:
     """What calibration.json holds: the points with their errors, the parameters, the summary figures."""
     table = [{**dataclasses.asdict(p), "predicted_us": float(q), "error": float(e),
-              **({"left_out_us": float(loo[i]), "left_out_error": float(loo[i] / p.time_us - 1)}
-                 if loo is not None else {})}
+              **({"held_out_us": float(held_out[i]), "held_out_error": float(held_out[i] / p.time_us - 1)}
+                 if held_out is not None else {})}
              for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors))]
-    record: dict[str, Any] = {"points": table, "parameters": parameter_rows(f, sens), "mape": f.mape,
-                              "max_abs_error": float(np.max(np.abs(f.errors))), "fit_seconds": f.seconds}
-    if loo is not None:
-        err = loo / np.array([p.time_us for p in f.points]) - 1
-        record.update(loo_mape=float(np.mean(np.abs(err))), loo_max_abs_error=float(np.max(np.abs(err))))
+    record: dict[str, Any] = {"kernel": f.points[0].kernel, "points": table, "parameters": parameter_rows(f, sens),
+                              "mape": f.mape, "max_abs_error": float(np.max(np.abs(f.errors))),
+                              "fit_seconds": f.seconds}
+    if held_out is not None:
+        err = held_out / np.array([p.time_us for p in f.points]) - 1
+        record.update(cv_mape=float(np.mean(np.abs(err))), cv_max_abs_error=float(np.max(np.abs(err))),
+                      half_width=half_width(f.points, held_out))
     return record
 
 
-def format_report(f: Fit, loo: np.ndarray | None = None, sens: dict[str, tuple[float, float]] | None = None) -> str:
-    lines = [f"fit: {len(f.points)} points, {sum(len(r) for r in f.boards.values()) + len(f.shared)} fitted values, "
-             f"{f.seconds:.0f} s", "in-sample (full model):",
-             "  preset cores    s0     s1  measured µs  predicted µs   error" + ("   left out  error" if loo is not None
-                                                                               else "")]
+def format_report(f: Fit, held_out: np.ndarray | None = None,
+                  sens: dict[str, tuple[float, float]] | None = None) -> str:
+    lines = [f"fit: {len(f.points)} points of kernel {f.points[0].kernel}, {len(FITTED)} fitted values, "
+             f"{f.seconds:.0f} s", "in-sample (full model)" + (", and each shape left out (k-fold by shape):"
+                                                                if held_out is not None else ":"),
+             "  preset timing host     blocks     s1  measured µs  predicted µs   error"
+             + ("   left out  error" if held_out is not None else "")]
     for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors)):
-        row = f"  {p.preset:6s} {p.cores:5d} {p.s0:5d} {p.s1:6d} {p.time_us:12.3f} {q:13.3f} {e:+7.1%}"
-        if loo is not None:
-            row += f" {loo[i]:10.3f} {loo[i] / p.time_us - 1:+6.1%}"
+        row = (f"  {p.preset:6s} {p.timing:6s} {p.host or '-':8s} {p.blocks:6d} {p.s1:6d} {p.time_us:12.3f} "
+               f"{q:13.3f} {e:+7.1%}")
+        if held_out is not None:
+            row += f" {held_out[i]:10.3f} {held_out[i] / p.time_us - 1:+6.1%}"
         lines.append(row)
     lines.append(f"in-sample MAPE {f.mape:.1%}, max |error| {np.max(np.abs(f.errors)):.1%}")
-    if loo is not None:
-        err = loo / np.array([p.time_us for p in f.points]) - 1
-        lines.append(f"leave-one-out MAPE {np.mean(np.abs(err)):.1%}, max |error| {np.max(np.abs(err)):.1%}")
+    if held_out is not None:
+        err = held_out / np.array([p.time_us for p in f.points]) - 1
+        lines.append(f"held out (k-fold by shape): MAPE {np.mean(np.abs(err)):.1%}, max |error| "
+                     f"{np.max(np.abs(err)):.1%}; 90 % of |error| within {half_width(f.points, held_out):.1%} "
+                     f"(the presets' interval half-width)")
     lines.append("parameters (value, bounds, at a bound, MAPE change at −10 % / +10 %):")
     for r in parameter_rows(f, sens):
-        effect = (f"{r['mape_minus10']:+.2%} / {r['mape_plus10']:+.2%}" if r["mape_minus10"] is not None else "")
-        lines.append(f"  {r['param']:24s} {r['board']:6s} {r['value']:11.4g}  [{r['low']:g}, {r['high']:g}]"
-                     f" {r['at_bound'] or '-':4s} {effect}")
+        effect = f"{r['mape_minus10']:+.2%} / {r['mape_plus10']:+.2%}" if r["mape_minus10"] is not None else ""
+        lines.append(f"  {r['param']:24s} {r['value']:11.4g}  [{r['low']:g}, {r['high']:g}] {r['at_bound'] or '-':4s}"
+                     f" {effect}")
     return "\n".join(lines)
 
 
-# ---- presets ------------------------------------------------------------------------------------------
-def _rewrite_preset(hw: Hardware, path: Path, note: str) -> None:
-    """Write ``hw``'s fitted values into its preset TOML text, keeping every comment and other number."""
-    keys = {p.key for p in FITTED}
+# ---- presets ----------------------------------------------------------------------------------------------
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _rewrite_preset(source: Path, path: Path, values: dict[str, Any], note: str) -> None:
+    """``source``'s text with ``values`` (dotted keys) put in, every comment and other number kept."""
     section = None
     out = []
-    for line in Path(hw.source).read_text(encoding="utf-8").splitlines():
+    for line in source.read_text(encoding="utf-8").splitlines():
         stripped = line.strip()
         if stripped.startswith("[") and "]" in stripped:
             section = stripped[1:stripped.index("]")]
         key = stripped.split("=", 1)[0].strip() if "=" in stripped else None
-        if key and f"{section}.{key}" in keys:
+        if key and f"{section}.{key}" in values:
             comment = line[line.index("#"):] if "#" in line else ""
-            line = f"{key} = {hw.value(f'{section}.{key}'):.6g}".ljust(22) + " " + comment
+            line = f"{key} = {_toml(values[f'{section}.{key}'])}".ljust(22) + (" " + comment if comment else "")
         out.append(line)
     out = [ln for ln in out if not ln.startswith("# Calibrated")]
     out.insert(2, f"# Calibrated: {note}")
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-def write_presets(f: Fit, directory: Path | None, note: str) -> list[Path]:
+def domain(points: Sequence[Point], width: float) -> dict[str, Any]:
+    """The [calibration] values a fit to ``points`` writes (hardware.CalibrationInfo)."""
+    def seen(attr: str) -> list[int]:
+        return sorted({getattr(p, attr) for p in points})
+
+    return {"calibration.kernel": points[0].kernel, "calibration.points": len(points),
+            "calibration.half_width": round(width, 4), "calibration.blocks_max": max(p.blocks for p in points),
+            "calibration.s1": seen("s1"), "calibration.head": seen("head"), "calibration.cube_s0": seen("cube_s0"),
+            "calibration.cube_s1": seen("cube_s1"), "calibration.tile_s1": seen("tile_s1"),
+            "calibration.qk_preload": seen("qk_preload"), "calibration.cv_fifo_size": seen("cv_fifo_size"),
+            "calibration.cv_fifo_cons_sync_period": seen("sync_period")}
+
+
+def write_presets(f: Fit, width: float, directory: Path | None, note: str) -> list[Path]:
     """Fitted presets for every shipped chip into ``directory`` (None: the shipped configs/hw).
 
-    Boards without measured points take 910b2's values (or the first fitted board's); 910b4 halves the L2
-    bandwidth, as its HBM (docs/timing.md, "Hardware figures").
+    The boards with measured points get the fitted values (one set: the micro-architecture is shared); the
+    others take them too, marked ``measured = false`` (wider intervals), 910b4 with half the L2 bandwidth, as
+    its GM (docs/timing.md, "Hardware figures").
     """
-    donor = "910b2" if "910b2" in f.boards else next(iter(f.boards))
+    boards = {p.preset for p in f.points}
     written = []
     for name in preset_names():
-        board = name if name in f.boards else donor
-        values = {**f.shared, **f.boards[board]}
-        if name == "910b4" and name not in f.boards:
+        values: dict[str, Any] = {**f.values, **domain(f.points, width), "calibration.measured": name in boards}
+        if name == "910b4" and name not in boards:
             values["gm.l2_bandwidth"] /= 2
         path = (directory or CONFIG_DIR / "hw") / f"{name}.toml"
-        _rewrite_preset(base_preset(name).with_values(values), path,
-                        note + ("" if name in f.boards else f" (no measured points: values of {donor})"))
+        _rewrite_preset(Path(base_preset(name).source), path, values,
+                        note + ("" if name in boards else " (no measured points of this board: the fitted values "
+                                                          "of " + ", ".join(sorted(boards)) + ")"))
         written.append(path)
     return written

@@ -162,35 +162,40 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tfa_sim.calibrate import (
+        Simulator,
         calibration_record,
+        cross_validate,
         fit,
         format_report,
-        leave_one_out,
+        half_width,
         select_points,
         sensitivity,
         write_presets,
     )
     from tfa_sim.outputs import new_run_dir, write_json
+    from tfa_sim.rundir import atomic_write
 
-    points = select_points(args.points, args.exclude)
-    print(f"tfa-sim calibrate: fitting to {len(points)} measured points…", flush=True)
-    result = fit(points)
-    sens = sensitivity(result)
-    loo = None
-    if args.leave_one_out:
-        print(f"tfa-sim calibrate: leave-one-out, {len(points)} refits on {args.jobs} processes…", flush=True)
-        loo = leave_one_out(points, jobs=args.jobs)
+    points = select_points(args.points, args.exclude, args.kernel)
+    print(f"tfa-sim calibrate: fitting to {len(points)} measured points of kernel {points[0].kernel}…", flush=True)
+    sim = Simulator()
+    result = fit(points, sim)
+    print(f"tfa-sim calibrate: fitted in {result.seconds:.1f} s; cross-validating (each shape left out)…", flush=True)
+    held_out = cross_validate(points, sim)
+    sens = sensitivity(result, sim)
+    width = half_width(points, held_out)
     out = Path(args.out) if args.out else new_run_dir("calibration")
-    (out / "hw").mkdir(parents=True, exist_ok=True)
-    report = format_report(result, loo, sens)
-    (out / "report.txt").write_text(report + "\n", encoding="utf-8")
-    write_json(out / "calibration.json", calibration_record(result, loo, sens))
-    note = f"tfa-sim calibrate, {len(points)} points, in-sample MAPE {result.mape:.1%}"
-    written = write_presets(result, out / "hw", note)
+    out.mkdir(parents=True, exist_ok=True)
+    report = format_report(result, held_out, sens)
+    atomic_write(out / "report.txt", lambda f: f.write((report + "\n").encode("utf-8")))
+    write_json(out / "calibration.json", calibration_record(result, held_out, sens))
+    note = (f"tfa-sim calibrate, {len(points)} points of kernel {points[0].kernel}, in-sample MAPE "
+            f"{result.mape:.1%}, held-out MAPE {float(abs(held_out / result.measured - 1).mean()):.1%}")
+    written = write_presets(result, width, out, note)
     if args.write_presets:
-        written += write_presets(result, None, note)
+        written += write_presets(result, width, None, note)
     print(report)
-    print(f"wrote {out}/report.txt, calibration.json and fitted presets: {', '.join(str(p) for p in written)}")
+    print(f"wrote {out}/report.txt, calibration.json and presets {', '.join(str(p) for p in written)} "
+          f"(use one with --hw FILE)")
     return 0
 
 
@@ -390,14 +395,13 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--units", help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
-    p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured kernel times")
+    p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured launches")
     p.add_argument("--points", help="CSV of measured points (default: the shipped set, docs/calibration.md)")
+    p.add_argument("--kernel", help="the kernel revision to fit when the points file holds several")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
-    p.add_argument("--leave-one-out", action="store_true",
-                   help="also refit once per point without it and report each point's out-of-sample error")
-    p.add_argument("--jobs", type=int, default=2, help="processes for --leave-one-out (default 2)")
-    p.add_argument("--out", help="directory for report and fitted presets (default: runs/calibration-<time>)")
+    p.add_argument("--out", help="directory for the report and the fitted presets DIR/<preset>.toml "
+                                 "(default: runs/calibration-<time>)")
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")
     p.set_defaults(func=cmd_calibrate)

@@ -109,11 +109,13 @@ class NumericsConfig:
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """Chip preset name (configs/hw/NAME.toml) or a preset file; cores=0 uses all."""
+    """Chip preset name (configs/hw/NAME.toml) or a preset file; cores=0 uses all; ``host``: the class of CPU
+    driving the launches (``aarch64`` or ``x86_64``; empty: not known), which sets the launch gap."""
 
     preset: str = "910b2"
     file: str = ""
     cores: int = 0
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,8 @@ class Config:
 _SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
                   "numerics": NumericsConfig, "hardware": HardwareConfig}
 CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm"),
-           ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first")}
+           ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first"),
+           ("hardware", "host"): ("aarch64", "x86_64", "")}  # "": the host is not known
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).
 AUTO = {("schedule", "s1_split")}
 #: No config file is this large; a bigger one is not read.
@@ -196,7 +199,8 @@ def _check_number(where: str, value: int | float, key: tuple[str, str]) -> None:
 def _check_string(where: str, value: str, key: tuple[str, str]) -> None:
     choices = CHOICES.get(key)
     if choices and value not in choices:
-        raise InputError(f"config error: {where} = {show(value)} is not one of {', '.join(choices)}")
+        raise InputError(f"config error: {where} = {show(value)} is not one of "
+                         f"{', '.join(c or repr(c) for c in choices)}")
     if key in NAMES and (value or key != ("case", "name")):  # an empty case.name is derived from the shape
         check_name(value, f"config error: {where} =")
     if key in SPANS:

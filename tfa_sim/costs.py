@@ -3,12 +3,11 @@
 * cube TMATMUL: ceil(M/16)·ceil(K/16)·ceil(N/16) + 6 per CubeK panel;
 * on-chip moves (TEXTRACT L1→L0A/L0B): bytes / path rate;
 * GM moves: bytes / path rate through the chip's L2 and HBM (engine.gm);
-* vector work: the kernel's op sequence (:func:`compute_p_ops`,
-  :func:`compute_gu_ops`) in groups separated by ``pipe_barrier(PIPE_V)``.
-  Inside a group instructions issue back to back, each paying its startup and
-  ``repeats·per_repeat·repeat_scale``; a group ends when its last instruction
-  completes (its completion latency); one instruction covers at most 255
-  repeats of 256 bytes (docs/timing.md, "Costs").
+* vector work: the kernel's op sequence (:func:`compute_p_ops`, :func:`compute_gu_ops`) in groups separated
+  by ``pipe_barrier(PIPE_V)``, each instruction as the passes of the intrinsics it is built from
+  (:class:`VectorOp`), each intrinsic class with the startup, per-repeat and completion cycles the PTO-ISA
+  library's instruction cost model measured (docs/timing.md, "Vector instructions").  A group streams: its
+  first pass pays startup and completion, the others only their repeats (256 bytes each).
 """
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfa_sim.hardware import Hardware
+from tfa_sim.hardware import Hardware, VectorParams
 
 FP32 = 4
 FP16 = 2
@@ -24,34 +23,47 @@ FP16 = 2
 
 @dataclass(frozen=True)
 class VectorOp:
-    """One vector instruction of the kernel: its cost class and the elements it passes over."""
+    """One vector instruction of the kernel on a rows×cols tile.
+
+    ``kind`` is the intrinsic class its element passes run on (binary | div | scalar | exp | convert: which
+    startup, per-repeat and completion figures apply); ``form`` how the instruction is built from them:
+    ``map`` one pass over the tile, ``reduce`` a row reduction (group reductions of 8 values at a time until
+    one per row, a barrier between stages), ``expand`` a row broadcast (one ``vbrcb`` of the row values, a
+    barrier, then one pass per 64 columns)."""
 
     name: str  # the kernel's instruction (TROWMAX, TEXP, …)
-    kind: str  # unary | binary | reduce | exp (which startup, per-repeat and completion figures apply)
-    elements: int
+    kind: str
+    rows: int
+    cols: int
     itemsize: int = FP32
+    form: str = "map"
 
 
 #: Ops between two pipe_barrier(PIPE_V): they stream; the group waits for its last one to complete.
 Group = tuple[VectorOp, ...]
 
 
-def _mask_prefix(n: int) -> tuple[Group, ...]:
+def _op(name: str, kind: str, rows: int, cols: int, form: str = "map") -> VectorOp:
+    return VectorOp(name, kind, rows, cols, FP32, form)
+
+
+def _mask_prefix(rows: int, cols: int) -> tuple[Group, ...]:
     """A partly masked tile: TTRI | TMULS by −3.40282e38 | TADD to the scores, each behind a barrier."""
-    return ((VectorOp("TTRI", "unary", n),), (VectorOp("TMULS", "unary", n),), (VectorOp("TADD", "binary", n),))
+    return ((_op("TTRI", "scalar", rows, cols),), (_op("TMULS", "scalar", rows, cols),),
+            (_op("TADD", "binary", rows, cols),))
 
 
-def _softcap_prefix(n: int) -> tuple[Group, ...]:
-    """Logit softcap on n scores, as tfa-sim's tanh model computes it (docs/numerics.md, "The tanh model";
+def _softcap_prefix(rows: int, cols: int) -> tuple[Group, ...]:
+    """Logit softcap on the scores, as tfa-sim's tanh model computes it (docs/numerics.md, "The tanh model";
     the reference kernel has no softcap, so the op list is tfa-sim's): u = x·s, v = u/c, both tanh
     branches (Horner polynomial; exp, add, divide, subtract), the selects and the sign, y = w·c."""
-    def op(name: str, kind: str = "unary") -> VectorOp:
-        return VectorOp(name, kind, n)
+    def op(name: str, kind: str = "scalar") -> VectorOp:
+        return _op(name, kind, rows, cols)
 
     horner = tuple(o for _ in range(4) for o in (op("TMUL", "binary"), op("TADDS")))
-    return ((op("TMULS"),), (op("TDIVS", "exp"),), (op("TABS"), op("TMUL", "binary")),
+    return ((op("TMULS"),), (op("TDIVS", "div"),), (op("TABS"), op("TMUL", "binary")),
             horner + (op("TMUL", "binary"), op("TMUL", "binary"), op("TADD", "binary")),
-            (op("TADD", "binary"), op("TEXP", "exp"), op("TADDS"), op("TDIV", "exp"), op("TSUBS")),
+            (op("TADD", "binary"), op("TEXP", "exp"), op("TADDS"), op("TDIV", "div"), op("TSUBS")),
             (op("TCMPS"), op("TSEL", "binary"), op("TCMPS"), op("TSEL", "binary"), op("TOR", "binary")),
             (op("TMULS"),))
 
@@ -59,36 +71,39 @@ def _softcap_prefix(n: int) -> tuple[Group, ...]:
 def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> tuple[Group, ...]:
     """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``); ``mask``: how the mask covers the
     slice, none | partial | full (:meth:`tfa_sim.blocks.Block.coverage`); ``softcap``: the scores are capped
-    first, and the exponents then take no scale (the TMULS beside the TEXP drop out)."""
-    n = rows * cols
+    first, and the exponents then take no scale (the TMULS beside the TEXP drop out).  The row state
+    (maxima, sums, ``l1_exp_max``) is a 1×rows tile."""
     if mask == "full":  # nothing visible: x_exp = 0, exp_max = 1, the running state unchanged
-        return ((VectorOp("TMULS", "unary", n, FP16), VectorOp("TMULS", "unary", rows)),
-                (VectorOp("TADDS", "unary", rows),))
-    prefix = (_softcap_prefix(n) if softcap else ()) + (_mask_prefix(n) if mask == "partial" else ())
+        return ((VectorOp("TMULS", "scalar", rows, cols, FP16), _op("TMULS", "scalar", 1, rows)),
+                (_op("TADDS", "scalar", 1, rows),))
+    prefix = (_softcap_prefix(rows, cols) if softcap else ()) + (_mask_prefix(rows, cols) if mask == "partial"
+                                                                  else ())
     if softcap:
         body = compute_p_ops(rows, cols, first, "none")
         unscaled = (tuple(o for o in g if o.name != "TMULS") if any(o.name == "TEXP" for o in g) else g for g in body)
         return prefix + tuple(unscaled)
+    tile, row = (rows, cols), (1, rows)
     if first:
-        return (*prefix, (VectorOp("TROWMAX", "reduce", n),),
-                (VectorOp("TROWEXPANDSUB", "binary", n), VectorOp("TMULS", "unary", n), VectorOp("TEXP", "exp", n)),
-                (VectorOp("TROWSUM", "reduce", n), VectorOp("TCVT", "unary", n)))
-    return (*prefix, (VectorOp("TROWMAX", "reduce", n),), (VectorOp("TMAX", "binary", rows),),
-            (VectorOp("TSUB", "binary", rows),), (VectorOp("TMULS", "unary", rows),),  # copy of the new max
-            (VectorOp("TROWEXPANDSUB", "binary", n), VectorOp("TMULS", "unary", rows), VectorOp("TMULS", "unary", n),
-             VectorOp("TEXP", "exp", rows), VectorOp("TEXP", "exp", n), VectorOp("TCVT", "unary", n)),
-            (VectorOp("TMUL", "binary", rows), VectorOp("TROWSUM", "reduce", n)),
-            (VectorOp("TADD", "binary", rows),))
+        return (*prefix, (_op("TROWMAX", "binary", *tile, "reduce"),),
+                (_op("TROWEXPANDSUB", "binary", *tile, "expand"), _op("TMULS", "scalar", *tile),
+                 _op("TEXP", "exp", *tile)),
+                (_op("TROWSUM", "binary", *tile, "reduce"), _op("TCVT", "convert", *tile)))
+    return (*prefix, (_op("TROWMAX", "binary", *tile, "reduce"),), (_op("TMAX", "binary", *row),),
+            (_op("TSUB", "binary", *row),), (_op("TMULS", "scalar", *row),),  # copy of the new max
+            (_op("TROWEXPANDSUB", "binary", *tile, "expand"), _op("TMULS", "scalar", *row),
+             _op("TMULS", "scalar", *tile), _op("TEXP", "exp", *row), _op("TEXP", "exp", *tile),
+             _op("TCVT", "convert", *tile)),
+            (_op("TMUL", "binary", *row), _op("TROWSUM", "binary", *tile, "reduce")),
+            (_op("TADD", "binary", *row),))
 
 
 def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> tuple[Group, ...]:
     """compute_gu on rows×HEAD (``pto_macro_fa_gu``): tile 0 is loaded straight into running_o (no vector
     work); later tiles rescale and add; the last divides by the running sum."""
-    n = rows * head
-    ops: tuple[VectorOp, ...] = () if first else (VectorOp("TROWEXPANDMUL", "binary", n),
-                                                  VectorOp("TADD", "binary", n))
+    ops: tuple[VectorOp, ...] = () if first else (_op("TROWEXPANDMUL", "binary", rows, head, "expand"),
+                                                  _op("TADD", "binary", rows, head))
     if last:
-        ops += (VectorOp("TROWEXPANDDIV", "binary", n),)
+        ops += (_op("TROWEXPANDDIV", "div", rows, head, "expand"),)
     return (ops,) if ops else ()
 
 
@@ -96,10 +111,10 @@ def combine_factor_ops(rows: int, chunks: int) -> tuple[Group, ...]:
     """The combine's per-row work before the O loads: M = max over the chunks' maxima; per chunk
     f = exp((m − M)·s); L = Σ f·l."""
     def op(name: str, kind: str) -> VectorOp:
-        return VectorOp(name, kind, rows)
+        return _op(name, kind, 1, rows)
 
     return ((op("TMAX", "binary"),) * max(1, chunks - 1),
-            (op("TSUB", "binary"), op("TMULS", "unary"), op("TEXP", "exp")) * chunks,
+            (op("TSUB", "binary"), op("TMULS", "scalar"), op("TEXP", "exp")) * chunks,
             (op("TMUL", "binary"), op("TADD", "binary")) * chunks)
 
 
@@ -111,6 +126,7 @@ class Costs:
         self.cube = hw.cube
         self.vec = hw.vector
         self.move = hw.move
+        self._figures = self._intrinsics(hw.vector)
         self._cache: dict[tuple, float] = {}
 
     def matmul(self, m: int, n: int, k: int, cube_k: int) -> float:
@@ -139,13 +155,12 @@ class Costs:
 
     def combine_accumulate(self, rows: int, head: int) -> float:
         """Cycles of acc += f ⊙row O for one chunk."""
-        n = rows * head
-        return self._memo(("ca", n), lambda: ((VectorOp("TROWEXPANDMUL", "binary", n), VectorOp("TADD", "binary", n)),))
+        return self._memo(("ca", rows, head), lambda: ((_op("TROWEXPANDMUL", "binary", rows, head, "expand"),
+                                                        _op("TADD", "binary", rows, head)),))
 
     def combine_normalise(self, rows: int, head: int) -> float:
         """Cycles of O = acc ⊘row L."""
-        n = rows * head
-        return self._memo(("cn", n), lambda: ((VectorOp("TROWEXPANDDIV", "binary", n),),))
+        return self._memo(("cn", rows, head), lambda: ((_op("TROWEXPANDDIV", "div", rows, head, "expand"),),))
 
     def _memo(self, key: tuple, ops: Callable[[], tuple[Group, ...]]) -> float:
         if key not in self._cache:
@@ -153,17 +168,47 @@ class Costs:
         return self._cache[key]
 
     def vector(self, groups: tuple[Group, ...]) -> float:
-        """Cycles of barrier-separated groups of vector instructions (module docstring)."""
-        v = self.vec
-        per_kind = {"unary": (v.startup_unary, v.completion, v.per_repeat_unary),
-                    "binary": (v.startup_binary, v.completion, v.per_repeat_binary),
-                    "reduce": (v.startup_binary, v.completion, v.per_repeat_binary),
-                    "exp": (v.startup_unary, v.completion_exp, v.per_repeat_exp)}
+        """Cycles of barrier-separated groups of vector instructions (module docstring): each group, and each
+        stage after a barrier inside an instruction, is a stream whose first pass pays its class's startup and
+        completion; every pass pays its repeats; a pass over a partial repeat (mask or count mode) pays
+        ``vector.count_mode`` more."""
         total = 0.0
         for group in groups:
+            fresh = True
             for op in group:
-                startup, _completion, per_repeat = per_kind[op.kind]
-                repeats = math.ceil(op.elements * op.itemsize / v.repeat_bytes)
-                total += math.ceil(repeats / v.max_repeats) * startup + repeats * per_repeat * v.repeat_scale
-            total += per_kind[group[-1].kind][1]
+                for cls, repeats, partial, barrier in self._passes(op):
+                    startup, per_repeat, completion = self._figures[cls]
+                    if fresh or barrier:
+                        total += startup + completion
+                    total += repeats * per_repeat + (self.vec.count_mode if partial else 0.0)
+                    fresh = False
         return total
+
+    def _passes(self, op: VectorOp) -> list[tuple[str, int, bool, bool]]:
+        """(intrinsic class, repeats, partial repeat, after a barrier) of each pass ``op`` makes."""
+        per = self.vec.repeat_bytes // op.itemsize  # elements per repeat
+
+        def span(elements: int) -> tuple[int, bool]:
+            return math.ceil(elements / per), elements % per != 0
+
+        if op.form == "map":
+            return [(op.kind, *span(op.rows * op.cols), False)]
+        if op.form == "expand":  # vbrcb the row values, barrier, one pass per `per` columns over the rows
+            return [("broadcast", 0, False, False), (op.kind, op.rows * math.ceil(op.cols / per), False, True)]
+        passes = [("reduce", *span(op.rows * op.cols), False)]  # group reductions: one value per 8
+        left = math.ceil(op.cols / 8)
+        while left > 1:
+            passes.append(("reduce", *span(op.rows * left), True))
+            left = math.ceil(left / 8)
+        return passes
+
+    @staticmethod
+    def _intrinsics(v: VectorParams) -> dict[str, tuple[float, float, float]]:
+        """(startup, per repeat, completion) of each intrinsic class."""
+        return {"binary": (v.binary_startup, v.binary_per_repeat, v.binary_completion),
+                "div": (v.div_startup, v.div_per_repeat, v.div_completion),
+                "scalar": (v.scalar_startup, v.scalar_per_repeat, v.scalar_completion),
+                "exp": (v.exp_startup, v.exp_per_repeat, v.exp_completion),
+                "convert": (v.convert_startup, v.convert_per_repeat, v.convert_completion),
+                "reduce": (v.reduce_startup, v.reduce_per_repeat, v.reduce_completion),
+                "broadcast": (0.0, 0.0, v.broadcast_completion)}

@@ -185,14 +185,16 @@ def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
                     "blocks": len(kernel.blocks), "tiles": plan.tiles}
 
 
-def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int,
+def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, launch_gap: float = 0.0,
                     parallel: bool | None = None) -> SimResult:
-    """The launches folded one by one and laid end to end (docs in the module docstring); ``parallel``
-    (default: :func:`~tfa_sim.parallel.can_fork`) runs part of the samples in a forked process."""
+    """The launches folded one by one and laid end to end, ``launch_gap`` cycles apart (docs in the module
+    docstring); ``parallel`` (default: :func:`~tfa_sim.parallel.can_fork`) runs part of the samples in a forked
+    process."""
     use_fork = can_fork() if parallel is None else parallel
     parts = [_fold_launch(k, hw, cuts(qk_preload), use_fork) for k in kernels]
     first, start, launches = parts[0][0], 0.0, []
-    for (result, _), kernel in zip(parts, kernels):
+    for at, ((result, _), kernel) in enumerate(zip(parts, kernels)):
+        start += launch_gap if at else 0.0
         own = result.launches[0]
         launches.append(Launch(own.name, own.first_block, len(kernel.blocks), own.cores, start,
                                start + result.total_cycles))

@@ -32,18 +32,31 @@ class CubeParams:
 
 @dataclass(frozen=True)
 class VectorParams:
-    """Vector instructions: ``startup + completion + repeats·per_repeat·repeat_scale`` (docs/timing.md)."""
+    """Vector instructions as passes of intrinsics (docs/timing.md, "Vector instructions"): per intrinsic class
+    the startup and completion paid where a stream starts (after a barrier) and the cycles per 256-byte
+    repeat; ``count_mode`` is added to a pass over a partial repeat."""
 
     repeat_bytes: int
-    max_repeats: int
-    startup_binary: float
-    startup_unary: float
-    completion: float
-    completion_exp: float
-    per_repeat_unary: float
-    per_repeat_binary: float
-    per_repeat_exp: float
-    repeat_scale: float
+    count_mode: float
+    binary_startup: float
+    binary_per_repeat: float
+    binary_completion: float
+    div_startup: float
+    div_per_repeat: float
+    div_completion: float
+    scalar_startup: float
+    scalar_per_repeat: float
+    scalar_completion: float
+    exp_startup: float
+    exp_per_repeat: float
+    exp_completion: float
+    convert_startup: float
+    convert_per_repeat: float
+    convert_completion: float
+    reduce_startup: float
+    reduce_per_repeat: float
+    reduce_completion: float
+    broadcast_completion: float
 
 
 @dataclass(frozen=True)
@@ -77,19 +90,56 @@ class SyncParams:
 
 @dataclass(frozen=True)
 class OverheadParams:
-    """Launch and dispatch, in cycles: the host's launch (before time 0, outside the kernel time), the
-    device's start of a launch before its first core starts, the start of each block on a core, and the gap
-    between the starts of consecutive cores."""
+    """Per block, in cycles: the set-up of each block on its core before its first instruction (drawn before
+    the block), and the gap between the starts of consecutive cores."""
 
-    host_launch: float
-    kernel_start: float
     block_dispatch: float
     core_stagger: float
 
 
+@dataclass(frozen=True)
+class LaunchParams:
+    """Cycles from one launch's end to the next one's first block on a stream kept full (the runtime's launch
+    path and the device's start of the kernel), per class of host CPU driving the stream: what a measured
+    launch period holds beyond the kernel time (docs/calibration.md, "What a measurement includes")."""
+
+    gap_aarch64: float
+    gap_x86_64: float
+
+    def gap(self, host: str) -> float:
+        """The gap of ``host`` (``aarch64``, ``x86_64``); an unknown host (``""``) takes their mean."""
+        return getattr(self, f"gap_{host}") if host else (self.gap_aarch64 + self.gap_x86_64) / 2
+
+
+#: Host CPU classes a preset has a launch gap for (``hardware.host``).
+HOSTS = ("aarch64", "x86_64")
+
+
+@dataclass(frozen=True)
+class CalibrationInfo:
+    """What the preset's fitted values were fitted to, and the error a prediction inside that domain has
+    (tfa_sim.prediction): the kernel revision, whether this board had measured points (``measured`` false:
+    another board's values), the points, the 90 % half-width of the cross-validated relative errors, and the
+    measured range of blocks and S1 and values of each schedule and tiling knob."""
+
+    kernel: str
+    measured: bool
+    points: int
+    half_width: float
+    blocks_max: int
+    s1: list[int]
+    head: list[int]
+    cube_s0: list[int]
+    cube_s1: list[int]
+    tile_s1: list[int]
+    qk_preload: list[int]
+    cv_fifo_size: list[int]
+    cv_fifo_cons_sync_period: list[int]
+
+
 #: The timing sections of a preset, by table name.
 SECTIONS: dict[str, type] = {"cube": CubeParams, "vector": VectorParams, "move": MoveParams, "gm": GmParams,
-                             "sync": SyncParams, "overhead": OverheadParams}
+                             "sync": SyncParams, "overhead": OverheadParams, "launch": LaunchParams}
 
 
 @dataclass(frozen=True)
@@ -112,6 +162,8 @@ class Hardware:
     gm: GmParams
     sync: SyncParams
     overhead: OverheadParams
+    launch: LaunchParams
+    calibration: CalibrationInfo
     source: str = ""
 
     def value(self, dotted: str) -> float:
@@ -153,7 +205,7 @@ class _BufferTable:
 
 #: Fields that must be strictly positive (counts, sizes, rates, divisors); the other numbers may be 0.
 POSITIVE = {"chip.cube_cores", "chip.vector_cores", "chip.clock_mhz", "cube.fractal", "vector.repeat_bytes",
-            "vector.max_repeats", "vector.repeat_scale", "gm.l2_bandwidth", "gm.hbm_bandwidth",
+            "gm.l2_bandwidth", "gm.hbm_bandwidth",
             *(f"buffers.{f.name}" for f in dataclasses.fields(_BufferTable)),
             *(f"move.{f.name}" for f in dataclasses.fields(MoveParams))}
 
@@ -183,6 +235,14 @@ def _value(where: str, value: Any, kind: str, positive: bool) -> Any:
         if isinstance(value, str) and value:
             return value
         raise InputError(f"{where} = {value!r} must be a non-empty string")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise InputError(f"{where} = {show(value)} must be true or false")
+    if kind == "list[int]":
+        if isinstance(value, list) and value and len(value) <= 64:
+            return [_value(where, v, "int", True) for v in value]
+        raise InputError(f"{where} = {show(value)} must be a list of 1 to 64 positive integers")
     ok = isinstance(value, int) if kind == "int" else isinstance(value, (int, float))
     low = MIN_POSITIVE if positive else 0
     if isinstance(value, bool) or not ok or not low <= value <= MAX_VALUE:  # NaN fails the comparison too
@@ -211,11 +271,13 @@ def parse_preset(data: dict[str, Any], path: Path) -> Hardware:
     chip = _section(data, "chip", _ChipTable, path)
     buffers = _section(data, "buffers", _BufferTable, path)
     timing = {name: _section(data, name, cls, path) for name, cls in SECTIONS.items()}
-    unknown = sorted(set(data) - {"chip", "buffers", *SECTIONS})
+    calibration = _section(data, "calibration", CalibrationInfo, path)
+    unknown = sorted(set(data) - {"chip", "buffers", "calibration", *SECTIONS})
     if unknown:
         raise InputError(f"hardware file {path}: unknown table(s) {', '.join(unknown)}")
     return Hardware(name=chip.name, cube_cores=chip.cube_cores, vector_cores=chip.vector_cores,
-                    clock_mhz=chip.clock_mhz, **dataclasses.asdict(buffers), **timing, source=str(path))
+                    clock_mhz=chip.clock_mhz, **dataclasses.asdict(buffers), **timing, calibration=calibration,
+                    source=str(path))
 
 
 def _preset_path(cfg: HardwareConfig) -> Path:

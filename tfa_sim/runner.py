@@ -29,6 +29,7 @@ from tfa_sim.inputs import Inputs, generate_inputs, load_inputs
 from tfa_sim.memory import check_run_memory
 from tfa_sim.outputs import EVENTS_CSV, EVENTS_NPZ, new_run_dir, write_events, write_json, write_log, write_npy
 from tfa_sim.parallel import Forked, can_fork
+from tfa_sim.prediction import format_prediction, prediction
 from tfa_sim.rundir import EVENTS_CSV_MAX, TIMELINE_MAX_EVENTS, TRACE_MAX_EVENTS, TRACE_WINDOW, RunDir
 from tfa_sim.shared_goldens import SharedGoldens
 from tfa_sim.simulation import launches, simulate
@@ -144,6 +145,7 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
             sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels,
                            goldens_forked=forked)
         summary.update(timing_summary(sim, config))
+        summary.update(prediction(config, hw, sim.total_cycles, sim.blocks, sim.waves))
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)
         summary.update(config=config.to_dict(), versions=versions())
@@ -307,6 +309,7 @@ def format_summary(result: RunResult) -> str:
     lines = [f"tfa-sim run: {s['case']} on {s['hardware']}"
              + (f"  backend={s['backend']}  exp={s['exp_model']}" if "backend" in s else "  (timing only)")]
     lines += format_timing(s)
+    lines += format_prediction(s)
     cp = s["bottleneck"].get("critical_path", {})
     if "length_cycles" in cp:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in cp["share"].items())

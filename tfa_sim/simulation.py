@@ -72,10 +72,12 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
                          "or drop --fold")
     refused = foldable(kernels) if fold else None
+    gap = hw.launch.gap(config.hardware.host)
     if fold and refused is None:
-        result = simulate_folded(kernels, hw, config.schedule.qk_preload)
+        result = simulate_folded(kernels, hw, config.schedule.qk_preload, gap)
     else:
-        result = run_chip(kernels, hw, log_events, op_workers(config, goldens_forked) if numerics is not None else 0)
+        workers = op_workers(config, goldens_forked) if numerics is not None else 0
+        result = run_chip(kernels, hw, log_events, workers, gap)
         result.folded = refused and f"not folded: {refused}"
     result.work = work(config, kernels[0].blocks)
     return result

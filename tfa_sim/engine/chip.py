@@ -3,14 +3,14 @@
 A run is one or more kernel launches, one after another (the split-S1 kernel
 and its combine).  In each, core c runs blocks c, c+N, c+2N, … of the launch
 (the kernel's ``for block = coreIdx; block < total; block += coreNum``), one
-after another.  Time 0 is the device starting the first launch: core c starts
-``kernel_start + c·core_stagger`` cycles later and pays ``block_dispatch``
-before each block.  The kernel time is the last launch's last core's end, as
-the board measures it; the host's launch comes before time 0 and is reported
-apart (a second launch is queued on the stream while the first runs, so only
-its device-side ``kernel_start`` adds).  What a block does comes from a :class:`Kernel` (the stage programs of
-``tfa_sim.stages``); the chip only runs it.  A run that stops with work left
-is a deadlock (exit 3).
+after another.  Time 0 is the first launch's start on the device: core c starts
+``c·core_stagger`` cycles later and pays ``block_dispatch`` before each block.
+The kernel time is the last launch's last core's end, as the board measures
+it.  A later launch of the same stream (the split-S1 combine) starts
+``launch.gap`` after the one before it ends: the gap a stream of launches pays
+between kernels (tfa_sim.prediction).  What a block does comes from a
+:class:`Kernel` (the stage programs of ``tfa_sim.stages``); the chip only runs
+it.  A run that stops with work left is a deadlock (exit 3).
 """
 from __future__ import annotations
 
@@ -116,8 +116,9 @@ def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:
 class _Chip:
     """The cores, GM and statistics of one run, and the processes that run its launches."""
 
-    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str], op_workers: int) -> None:
-        self.hw, self.env = hw, simpy.Environment()
+    def __init__(self, hw: Hardware, log_events: bool, stages: Sequence[str], op_workers: int,
+                 launch_gap: float) -> None:
+        self.hw, self.env, self.launch_gap = hw, simpy.Environment(), launch_gap
         self.stats = Stats(log_events, stages)
         self.stats.ops = BlockOps(op_workers) if op_workers else None
         self.gm = GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth, hw.gm.miss_latency)
@@ -128,8 +129,10 @@ class _Chip:
         self.running: list[tuple[Core, Any]] = []  # the core processes of the launch under way
 
     def run_launches(self, kernels: Sequence[Kernel]) -> Generator[simpy.Event, Any, None]:
-        """Each kernel after the previous one has ended: the device starts it (``kernel_start``), then its cores."""
-        for kernel in kernels:
+        """Each kernel ``launch_gap`` after the previous one has ended (the stream's gap), then its cores."""
+        for at, kernel in enumerate(kernels):
+            if at and self.launch_gap:
+                yield self.env.timeout(self.launch_gap)
             start, blocks = self.env.now, kernel.blocks
             n = min(self.hw.cube_cores, len(blocks))
             self.cores += [Core(self.env, i, self.stats, self.gm) for i in range(len(self.cores), n)]
@@ -148,7 +151,7 @@ class _Chip:
                  ends: list[float]) -> Generator[simpy.Event, Any, None]:
         env, stats, over = self.env, self.stats, self.hw.overhead
         templates: dict[Hashable, tuple[BlockRun, list[list[Any]]]] = {}
-        wait = over.kernel_start + core.index * over.core_stagger
+        wait = core.index * over.core_stagger
         if wait:
             stats.span(core.cube[0].unit, DISPATCH, DISPATCH, queue[0].index, "kernel start", env.now, env.now + wait)
             yield env.timeout(wait)
@@ -192,12 +195,12 @@ class _Chip:
 
 
 def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool = True,
-             op_workers: int = 0) -> SimResult:
-    """Run the kernels (one launch each, in order) once on ``hw``; time 0 is the first launch's start.
-    ``op_workers``: the numerics' data steps run per block on that many worker threads (engine/ops.py); 0: each
-    as its instruction completes, in the simulation's thread."""
+             op_workers: int = 0, launch_gap: float = 0.0) -> SimResult:
+    """Run the kernels (one launch each, in order, ``launch_gap`` cycles apart) once on ``hw``; time 0 is the
+    first launch's start.  ``op_workers``: the numerics' data steps run per block on that many worker threads
+    (engine/ops.py); 0: each as its instruction completes, in the simulation's thread."""
     launches = [kernels] if not isinstance(kernels, Sequence) else list(kernels)
-    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s], op_workers)
+    chip = _Chip(hw, log_events, [s for k in launches for s in k.stages if s], op_workers, launch_gap)
     launcher = chip.env.process(chip.run_launches(launches))
     # The run allocates millions of short-lived objects; cyclic GC passes over them cost
     # a fifth of the wall time on large runs.  Blocks drop their tiles when they end

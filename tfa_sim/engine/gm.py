@@ -14,6 +14,7 @@ factor.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from heapq import heappop, heappush
 from typing import Final
 
 #: ``line`` of a read that always misses L2 (data read once: a block's Q rows).
@@ -24,22 +25,33 @@ class GlobalMemory:
     def __init__(self, l2_bandwidth: float, l2_latency: float, hbm_bandwidth: float, miss_latency: float) -> None:
         self.l2_bandwidth, self.l2_latency = l2_bandwidth, l2_latency  # bytes/cycle (whole chip), cycles
         self.hbm_bandwidth, self.miss_latency = hbm_bandwidth, miss_latency
-        self.l2_free = self.hbm_free = 0.0
+        self.hbm_free = 0.0
+        self.flows: list[tuple[float, float]] = []  # transfers in flight through L2: (end cycle, path rate)
+        self.asked = 0.0  # the path rates of the transfers in flight, summed
         self.lines: dict[Hashable, float] = {}  # input line → cycle it is in L2
         self.bytes = 0  # all GM traffic (through L2)
         self.hbm_bytes = 0  # the part that came from HBM
 
-    def transfer(self, now: float, nbytes: int, path_rate: float, line: Hashable | None = None) -> tuple[float, float]:
+    def transfer(self, now: float, nbytes: int, path_rate: float, line: Hashable | None = None,
+                 chunks: int = 1) -> tuple[float, float]:
         """(cycles the transfer takes from ``now``, cycles of it lost to sharing).
 
         ``line``: None for L2 traffic (FIFOs, output), :data:`MISS` for a read that always misses, any
-        other key for an input line that misses on its first read only.
+        other key for an input line that misses on its first read only; ``chunks``: DMA instructions the
+        bytes are moved in, each paying the L2 latency.
         """
+        flows = self.flows
+        while flows and flows[0][0] <= now:
+            self.asked -= heappop(flows)[1]
+        if not flows:
+            self.asked = 0.0  # no drift from the running sum
+        asked = self.asked + path_rate
+        rate = path_rate * self.l2_bandwidth / asked if asked > self.l2_bandwidth else path_rate
         own = nbytes / path_rate
-        start = max(now, self.l2_free)
-        self.l2_free = start + nbytes / self.l2_bandwidth
-        finish = max(now + own, self.l2_free)
-        latency = self.l2_latency
+        finish = now + nbytes / rate
+        heappush(flows, (finish, path_rate))
+        self.asked = asked
+        latency = self.l2_latency * chunks
         self.bytes += nbytes
         if line is not None:
             arrival = self.lines.get(line) if line is not MISS else None

@@ -31,12 +31,13 @@ Effect = Callable[["Instr"], None]
 
 class GmMove:
     """The cost of a GM transfer: ``nbytes`` at the core's path ``rate``, through the shared L2 (and HBM for
-    a ``line`` that misses, see :mod:`tfa_sim.engine.gm`)."""
+    a ``line`` that misses, see :mod:`tfa_sim.engine.gm`), issued as ``chunks`` DMA instructions back to back
+    (each pays the access latency)."""
 
-    __slots__ = ("nbytes", "rate", "line")
+    __slots__ = ("nbytes", "rate", "line", "chunks")
 
-    def __init__(self, nbytes: int, rate: float, line: Hashable | None = None) -> None:
-        self.nbytes, self.rate, self.line = nbytes, rate, line
+    def __init__(self, nbytes: int, rate: float, line: Hashable | None = None, chunks: int = 1) -> None:
+        self.nbytes, self.rate, self.line, self.chunks = nbytes, rate, line, chunks
 
 
 class StreamWait:
@@ -278,7 +279,7 @@ class Pipe:
                 if line is not None and line is not MISS:
                     line = (self.line_base, line)
                 assert self.gm is not None, "a GM transfer on a pipe without GM"
-                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, line)
+                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, line, cost.chunks)
                 if gm_wait > 0:
                     self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
             else:

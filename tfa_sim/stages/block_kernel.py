@@ -154,10 +154,10 @@ class BlockKernel:
         return Instr(pipe, stage, self.block.index, self.block.tile_id(t), sub, kind, cost, waits, op, then, nbytes,
                      flops)
 
-    def gm_move(self, nbytes: int, path: str, line: Hashable | None = None) -> GmMove:
-        """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``);
-        ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
-        return GmMove(nbytes, getattr(self.costs.move, path), line)
+    def gm_move(self, nbytes: int, path: str, line: Hashable | None = None, chunks: int = 1) -> GmMove:
+        """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``) in
+        ``chunks`` DMA instructions; ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
+        return GmMove(nbytes, getattr(self.costs.move, path), line, chunks)
 
     def kv_line(self, tensor: str, t: int, s: int) -> tuple[str, int]:
         """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head

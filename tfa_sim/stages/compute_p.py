@@ -5,7 +5,8 @@ Per row slice, in the kernel's order (docs/kernel.md, "The four stages"):
 1. at row slice 0 the consumer's ``wait()``: the AIV's scalar unit waits for the
    QK FIFO's ready flag, and nothing after it is issued until then;
 2. ``TLOAD QK`` (MTE2): the slice's fp32 scores into the UB source tile of this
-   call (the shared counter picks it); the last slice frees the tile and, when
+   call (the shared counter picks it), one DMA per CUBE_S1 sub-tile (the FIFO
+   holds the tile sub-tile by sub-tile); the last slice frees the tile and, when
    the credit rule says so, returns a credit (``free()``);
 3. ``VEC softmax`` (V): the kernel's op sequence (``pto_macro_fa_softmax``:
    row max of the raw scores, ``(x − m)·s``, exp, ``x_exp = fp16(E)``, row sum
@@ -13,8 +14,8 @@ Per row slice, in the kernel's order (docs/kernel.md, "The four stages"):
    from tile 1 on the tile's ``l1_exp_max`` into the ring) into the ``x_exp``
    tile of the same counter (numerics: :func:`softmax`);
 4. at row slice 0, when the credit rule says so, the producer's ``allocate()``;
-5. ``TSTORE x_exp →p_tile_fifo`` (MTE3): the fp16 slice into the P FIFO; the last
-   slice signals the tile ready (``record()``).
+5. ``TSTORE x_exp →p_tile_fifo`` (MTE3): the fp16 slice into the P FIFO, one DMA
+   per sub-tile; the last slice signals the tile ready (``record()``).
 """
 from __future__ import annotations
 
@@ -59,8 +60,9 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
     if first:
         yield k.wait(STAGE, qk.ready)  # wait(): the QK tile is in GM
+    load_cost = k.gm_move(src_bytes, "gm_to_ub", chunks=n.k_tile_factor) if nr else 0.0
     load = yield k.instr(
-        aiv.MTE2, STAGE, t, r, "TLOAD QK", k.gm_move(src_bytes, "gm_to_ub") if nr else 0.0, waits=(src,),
+        aiv.MTE2, STAGE, t, r, "TLOAD QK", load_cost, waits=(src,),
         op=(Move(qk.region(rows), src),) if k.numerics else None, then=load_then, nbytes=src_bytes)
     exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
@@ -85,5 +87,6 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
     if first and p.credits:
         yield k.wait(STAGE, p.credits)  # allocate(): a P slot before the first store of the tile
-    yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", k.gm_move(out_bytes, "ub_to_gm") if nr else 0.0,
+    store_cost = k.gm_move(out_bytes, "ub_to_gm", chunks=n.k_tile_factor) if nr else 0.0
+    yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", store_cost,
                   waits=(vec,), op=store_op, then=store_then, nbytes=out_bytes)

@@ -20,6 +20,7 @@ from tfa_sim.errors import InputError, ScheduleError
 from tfa_sim.hardware import load_hardware
 from tfa_sim.inputs import generate_inputs
 from tfa_sim.legality import check_legal  # noqa: F401 — loaded before the fork (see above)
+from tfa_sim.prediction import prediction
 from tfa_sim.simulation import simulate
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.sweep.constraints import failed_constraint
@@ -50,8 +51,11 @@ def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: 
         return {**row, "status": "schedule_error", "message": str(exc)}
     except InputError as exc:
         return {**row, "status": "illegal", "message": str(exc)}
+    p = prediction(config, hw, sim.total_cycles, sim.blocks, sim.waves)
     row.update(status="ok", total_cycles=t["total_cycles"], time_us=t["time_us"], tflops=t["tflops"],
-               normalized_tflops=t["normalized_tflops"], bound_pipe=t["bound_pipe"], cores_used=t["cores_used"])
+               normalized_tflops=t["normalized_tflops"], bound_pipe=t["bound_pipe"], cores_used=t["cores_used"],
+               launch_period_us=p["launch_period_us"], time_interval_us=p["time_interval_us"],
+               launch_period_interval_us=p["launch_period_interval_us"])
     row["metric"] = row[metric]
     return row
 
