@@ -8,6 +8,7 @@ ran with the other points, either as one of its own points or as a row of
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,19 @@ def _reference_metric(ref: dict[str, Any] | None, metric: str) -> float | str:
     return ref[metric]
 
 
+def interval(row: dict[str, Any], metric: str) -> tuple[float, float] | None:
+    """The 90 % interval of ``row``'s metric (tfa_sim.prediction), or None for rows of an older tfa-sim: the
+    launch period's for it, else the kernel time's relative bounds applied to the metric (inverted for
+    throughputs)."""
+    key = "launch_period_interval_us" if metric == "launch_period_us" else "time_interval_us"
+    base = row.get("launch_period_us" if metric == "launch_period_us" else "time_us")
+    if key not in row or not base:
+        return None
+    lo, hi = (bound / base for bound in row[key])
+    value = row[metric]
+    return (value * lo, value * hi) if METRICS[metric] is min else (value / hi, value / lo if lo else math.inf)
+
+
 def _shape_summary(shape: tuple, rows: list[dict[str, Any]], metric: str,
                    ref: dict[str, Any] | None) -> dict[str, Any]:
     better = METRICS[metric]
@@ -57,9 +71,11 @@ def _shape_summary(shape: tuple, rows: list[dict[str, Any]], metric: str,
     speedup = None
     if not isinstance(ref_value, str) and ref_value > 0 and best[metric] > 0:
         speedup = ref_value / best[metric] if better is min else best[metric] / ref_value
-    return {"shape": shape_label(shape), "best": best, "default_metric": ref_value, "speedup": speedup,
-            "ranked": ranked[:10], "pareto_ub": pareto(rows, metric, "ub_bytes"),
-            "pareto_l1": pareto(rows, metric, "l1_bytes")}
+    span = interval(best, metric)
+    within = [r["key"] for r in ranked if span is not None and span[0] <= r[metric] <= span[1]]
+    return {"shape": shape_label(shape), "best": best, "best_interval": span, "within_best_interval": within,
+            "default_metric": ref_value, "speedup": speedup, "ranked": ranked[:10],
+            "pareto_ub": pareto(rows, metric, "ub_bytes"), "pareto_l1": pareto(rows, metric, "l1_bytes")}
 
 
 def sweep_report(out_dir: str | Path, plots: bool = True) -> dict[str, Any]:
@@ -95,14 +111,20 @@ def format_sweep_report(report: dict[str, Any]) -> str:
     lines = [f"sweep report: {report['points']} points ({', '.join(f'{k} {v}' for k, v in report['status'].items())})"
              f"; metric {m} ({'lower' if METRICS[m] is min else 'higher'} is better)"]
     for s in report["shapes"]:
-        best = s["best"]
+        best, span, within = s["best"], s.get("best_interval"), set(s.get("within_best_interval", ()))
         sp = f"{s['speedup']:.2f}× vs the kernel defaults ({s['default_metric']:.4g})" if s["speedup"] else \
             f"no default to compare ({s['default_metric']})"
         lines.append(f"{s['shape']}: best {m} {best[m]:.4g} with {best['overrides']} — {sp}")
-        lines.append(f"  {'rank':>4s} {m:>12s} {'bound':>10s} {'UB B':>7s} {'L1 B':>7s}  point")
+        if span:
+            lines.append(f"  best's 90 % interval {span[0]:.4g}–{span[1]:.4g}: {len(within)} point(s) inside it "
+                         f"(marked *), which the model cannot tell from the best")
+        lines.append(f"  {'rank':>4s} {m:>12s} {'90 % interval':>19s} {'bound':>10s} {'UB B':>7s} {'L1 B':>7s}  point")
         for i, r in enumerate(s["ranked"], 1):
-            lines.append(f"  {i:4d} {r[m]:12.4g} {r['bound_pipe']:>10s} {r['ub_bytes']:7d} {r['l1_bytes']:7d}  "
-                         f"{r['overrides']}")
+            iv = interval(r, m)
+            shown = f"{iv[0]:.4g}–{iv[1]:.4g}" if iv else "-"
+            mark = "*" if r["key"] in within else " "
+            lines.append(f"  {i:4d}{mark}{r[m]:12.4g} {shown:>19s} {r['bound_pipe']:>10s} {r['ub_bytes']:7d} "
+                         f"{r['l1_bytes']:7d}  {r['overrides']}")
         front = ", ".join(f"{r[m]:.4g}@{r['ub_bytes']}B" for r in s["pareto_ub"])
         lines.append(f"  Pareto front {m} vs UB bytes: {front}")
     for p in report["plots"]:

@@ -33,8 +33,10 @@ from tfa_sim.sweep.spec import METRICS, Sweep
 
 RESULTS, REFERENCES, META, LOCK = "results.jsonl", "references.jsonl", "sweep.json", "sweep.lock"
 STATUSES = ("ok", "illegal", "excluded", "schedule_error", "timeout", "error")
-CSV_COLUMNS = ("key", "status", "time_us", "total_cycles", "tflops", "normalized_tflops", "bound_pipe",
-               "l1_bytes", "ub_bytes", "message")
+CSV_COLUMNS = ("key", "status", "time_us", "launch_period_us", "total_cycles", "tflops", "normalized_tflops",
+               "bound_pipe", "l1_bytes", "ub_bytes", "message")
+#: Metrics rows of older sweeps lack (checked when present).
+NEWER_METRICS = ("launch_period_us",)
 
 
 def check_row(row: Any) -> str | None:
@@ -50,6 +52,8 @@ def check_row(row: Any) -> str | None:
         return "an axis value that is not a number, boolean or string"
     if row["status"] == "ok":
         for key, kinds in [(m, (int, float)) for m in METRICS] + [("l1_bytes", int), ("ub_bytes", int)]:
+            if key in NEWER_METRICS and key not in row:
+                continue
             value = row.get(key)
             if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
                 return f"ok row without a finite number {key!r}"

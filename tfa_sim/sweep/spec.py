@@ -26,7 +26,7 @@ from tfa_sim.sweep.constraints import parse_constraint
 from tfa_sim.sweep.schema import check_key, show
 
 #: metric → which is better (``min`` or ``max``)
-METRICS = {"time_us": min, "total_cycles": min, "tflops": max, "normalized_tflops": max}
+METRICS = {"time_us": min, "launch_period_us": min, "total_cycles": min, "tflops": max, "normalized_tflops": max}
 DEFAULT_MAX_POINTS = 100_000
 SWEEP_KEYS = ("metric", "mode", "budget", "seed", "numerics", "fold", "constraints", "max_points", "point_timeout")
 SCALARS = (bool, int, float, str)
