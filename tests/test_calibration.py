@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from tfa_sim.calibrate import FITTED, _pipeline_step, load_points, solve_linear
-from tfa_sim.config import build_config
-from tfa_sim.hardware import load_hardware
-from tfa_sim.simulation import simulate
+from tfa_sim.explore.calibrate import FITTED, _pipeline_step, load_points, solve_linear
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.config import build_config
+from tfa_sim.spec.hardware import load_hardware
 
 
 def preset(name):

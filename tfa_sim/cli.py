@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tfa_sim.config import Config, load_config, parse_span
-from tfa_sim.errors import InputError, TfaError
-from tfa_sim.rundir import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.safety import check_name, check_path, is_name, os_problem, plain, show
+from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
+from tfa_sim.spec.config import Config, load_config, parse_span
+from tfa_sim.spec.errors import InputError, TfaError
+from tfa_sim.spec.safety import check_name, check_path, is_name, os_problem, plain, show
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,14 +35,14 @@ def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
 
 def _hw_setting(text: str) -> tuple[str, str, str]:
     """``--hw``: a shipped preset's name, or the path of a preset file."""
-    from tfa_sim.hardware import preset_names
+    from tfa_sim.spec.hardware import preset_names
 
     if text in preset_names():
         return "hardware", "preset", text
     if os.path.lexists(text):
-        return "hardware", "file", text  # hardware.py reads regular files only
+        return "hardware", "file", text  # spec/hardware.py reads regular files only
     if is_name(text) and not text.endswith(".toml"):
-        return "hardware", "preset", text  # an unknown preset: hardware.py lists the known ones
+        return "hardware", "preset", text  # an unknown preset: spec/hardware.py lists the known ones
     raise InputError(f"--hw {plain(text)} is neither a preset ({', '.join(preset_names())}) nor an existing preset "
                      f"file")
 
@@ -74,8 +74,8 @@ FAST_EXIT_INSTRUCTIONS = 100_000
 def cmd_run(args: argparse.Namespace) -> int:
     import gc
 
-    from tfa_sim.runner import format_summary, run
-    from tfa_sim.workload import instruction_groups
+    from tfa_sim.api.runner import format_summary, run
+    from tfa_sim.spec.workload import instruction_groups
 
     window = _core_span(args.trace_window, "--trace-window") if args.trace_window else None
     config = _config_from(args)
@@ -112,11 +112,11 @@ TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "p
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from tfa_sim.events import read_log
-    from tfa_sim.outputs import EVENTS_NPZ, read_summary
-    from tfa_sim.perfetto_trace import write_perfetto
-    from tfa_sim.runner import trace_metadata
-    from tfa_sim.trace import write_trace
+    from tfa_sim.api.runner import trace_metadata
+    from tfa_sim.rundir.events import read_log
+    from tfa_sim.rundir.outputs import EVENTS_NPZ, read_summary
+    from tfa_sim.views.perfetto_trace import write_perfetto
+    from tfa_sim.views.trace import write_trace
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
     cores = _core_span(args.cores, "--cores") if args.cores else None
@@ -138,10 +138,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_data(args: argparse.Namespace) -> int:
-    from tfa_sim.golden import kernel_golden
-    from tfa_sim.inputs import generate_inputs, write_input_bins
-    from tfa_sim.memory import gen_data_parts, require
-    from tfa_sim.rundir import RunDir
+    from tfa_sim.numerics.golden import kernel_golden
+    from tfa_sim.numerics.inputs import generate_inputs, write_input_bins
+    from tfa_sim.rundir.directory import RunDir
+    from tfa_sim.rundir.memory import gen_data_parts, require
 
     text = args.case_or_config
     is_file = text.endswith((".toml", ".yaml", ".yml"))
@@ -161,7 +161,7 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tfa_sim.calibrate import (
+    from tfa_sim.explore.calibrate import (
         calibration_record,
         fit,
         format_report,
@@ -170,7 +170,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         sensitivity,
         write_presets,
     )
-    from tfa_sim.outputs import new_run_dir, write_json
+    from tfa_sim.rundir.outputs import new_run_dir, write_json
 
     points = select_points(args.points, args.exclude)
     print(f"tfa-sim calibrate: fitting to {len(points)} measured points…", flush=True)
@@ -202,7 +202,7 @@ def _tolerance(value: float | None, option: str, zero_ok: bool = True) -> float 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from tfa_sim.check import check_run, format_report
+    from tfa_sim.views.check import check_run, format_report
 
     stages = [s for item in args.stage or [] for s in item.split(",") if s]
     eps = _tolerance(args.eps, "--eps", zero_ok=False)
@@ -217,7 +217,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.sweep import format_sweep_report, run_sweep, sweep_report
+    from tfa_sim.explore.sweep import format_sweep_report, run_sweep, sweep_report
 
     out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
                           progress=not args.no_progress)
@@ -229,7 +229,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
-    from tfa_sim.sweep import format_sweep_report, sweep_report
+    from tfa_sim.explore.sweep import format_sweep_report, sweep_report
 
     print(format_sweep_report(sweep_report(args.dir, plots=not args.no_plots)))
     return 0
@@ -237,8 +237,8 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
     """Render ``views`` to ``-o`` atomically (the user named the file: it is replaced)."""
-    from tfa_sim.rundir import atomic_write_via
-    from tfa_sim.timeline import render
+    from tfa_sim.rundir.directory import atomic_write_via
+    from tfa_sim.views.timeline import render
 
     out = check_path(path, "-o")
     if out.suffix.lower() not in (".svg", ".png", ".html"):
@@ -248,8 +248,8 @@ def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tfa_sim.rundir import RunDir
-    from tfa_sim.timeline import load_view, parse_cores
+    from tfa_sim.rundir.directory import RunDir
+    from tfa_sim.views.timeline import load_view, parse_cores
 
     runs = list(args.run_dirs) + list(args.compare or [])
     if not runs:
@@ -272,7 +272,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 def _plan_units(text: str) -> dict[str, int]:
     """``--units cube.M=2,vec.V=2`` → servers per pipe kind (1…64 each)."""
-    from tfa_sim.units import PIPES
+    from tfa_sim.spec.units import PIPES
 
     known = [f"{kind}.{pipe}" for kind, pipes in PIPES.items() for pipe in pipes]
     units = {}
@@ -285,10 +285,10 @@ def _plan_units(text: str) -> dict[str, int]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tfa_sim.analysis import plan
     from tfa_sim.engine.chip import DISPATCH
-    from tfa_sim.outputs import events_file, read_events, read_summary
-    from tfa_sim.timeline import make_view, planned
+    from tfa_sim.rundir.outputs import events_file, read_events, read_summary
+    from tfa_sim.views.analysis import plan
+    from tfa_sim.views.timeline import make_view, planned
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
     units = _plan_units(args.units or "") if args.resources == "pipes" else None
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.fast_exit = argv is None  # the process's own command line: nothing runs after this command
     if args.fast_exit:
-        from tfa_sim.blas import start_single_threaded
+        from tfa_sim.numerics.blas import start_single_threaded
 
         start_single_threaded()  # before numpy is imported
     try:

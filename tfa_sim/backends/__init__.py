@@ -1,7 +1,7 @@
 """Stage-kernel backends: the same tile kernels in numpy and in native C.
 
 A backend turns one tile into the next with the kernel's rounding points
-(``tfa_sim.numerics``).  Both backends are bit-identical for the ``tfa`` exp
+(``tfa_sim.numerics.rounding``).  Both backends are bit-identical for the ``tfa`` exp
 model; ``get_backend`` is the one place that chooses between them.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from tfa_sim import numerics as nx
-from tfa_sim.errors import InputError
+from tfa_sim.numerics import rounding as nx
+from tfa_sim.spec.errors import InputError
 
 F32 = np.float32
 

@@ -22,8 +22,8 @@ from tfa_sim.buffers.pools import Flag, Pending, Pool, Slot
 from tfa_sim.engine.gm import MISS, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import Alarm, now
-from tfa_sim.events import CAUSES, EventLog
-from tfa_sim.units import parse_unit
+from tfa_sim.rundir.events import CAUSES, EventLog
+from tfa_sim.spec.units import parse_unit
 
 #: A completion effect: called with the instruction that completes (a bound method of a buffer).
 Effect = Callable[["Instr"], None]
@@ -120,7 +120,7 @@ class Instr:
 
 class Record(NamedTuple):
     """One executed instruction group of the event log (times in cycles), as a per-event view: the log itself
-    is columnar (:class:`tfa_sim.events.EventLog`); these are built from it for consumers that want rows."""
+    is columnar (:class:`tfa_sim.rundir.events.EventLog`); these are built from it for consumers that want rows."""
 
     id: int
     unit: str  # coreN.cubecore0 | coreN.veccoreA
@@ -147,7 +147,7 @@ class Stats:
         self.pools: list[Any] = []  # pools / FIFOs with occupancy samples (when logging)
         self.next_id = 0
         self.events: EventLog | None = EventLog() if log_events else None
-        self.ops: BlockOps | None = None  # with worker threads (simulation.op_workers): data steps run per block
+        self.ops: BlockOps | None = None  # with worker threads (sim.simulation.op_workers): data steps run per block
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
