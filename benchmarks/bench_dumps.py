@@ -12,7 +12,7 @@ from pathlib import Path
 import tfa_sim.api.runner as runner
 from tfa_sim.api.runner import run
 from tfa_sim.rundir.dumps import write_dumps
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 from tfa_sim.views.check import check_run
 
 

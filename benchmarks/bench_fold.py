@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import build_config
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 BASE = {"heads": 32, "kv_heads": 8}
 ERROR_POINTS = [({"batch": b, "s0": s0, "s1": s1}, sch)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tfa_sim.api.runner import run
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 from tfa_sim.views.timeline import load_view, render
 
 

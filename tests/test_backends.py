@@ -13,7 +13,7 @@ from tfa_sim.numerics.golden import reference_attention
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.numerics.intermediates import NAMES as INTERMEDIATES
 from tfa_sim.sim.functional import run_functional
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 
 
 def both_backends(config):

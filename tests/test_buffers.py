@@ -17,8 +17,8 @@ from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream
 from tfa_sim.engine.pipes import Instr, Pipe, Stats
 from tfa_sim.engine.simpy_adapter import run
-from tfa_sim.spec.config import load_config
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
 from tfa_sim.stages.run_tfa import TfaKernel
 
 

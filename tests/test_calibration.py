@@ -9,8 +9,8 @@ import pytest
 
 from tfa_sim.explore.calibrate import FITTED, _pipeline_step, load_points, solve_linear
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import build_config
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 
 def preset(name):

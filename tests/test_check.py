@@ -11,7 +11,7 @@ from conftest import REFERENCE_CASES, split_combine_by_hand
 
 from tfa_sim.api.runner import run
 from tfa_sim.numerics.rounding import bf16_from_npy, exp_tfa, input_dtype, softmax_scale
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 from tfa_sim.views.check import check_run
 
 

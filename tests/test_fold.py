@@ -8,9 +8,9 @@ import pytest
 from tfa_sim.engine.report import timing_summary
 from tfa_sim.sim.fold import cuts, simulate_folded
 from tfa_sim.sim.simulation import launches, simulate
-from tfa_sim.spec.config import build_config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 DECODE = {"heads": 32, "kv_heads": 8, "s0": 1}
 

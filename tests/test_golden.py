@@ -12,7 +12,7 @@ from tfa_sim.numerics.compare import compare
 from tfa_sim.numerics.golden import fp16_values, kernel_golden, reference_attention
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 
 H, S0, S1 = 128, 128, 1024
 REF_FILES = {  # name: (dtype, shape)

@@ -10,9 +10,9 @@ import pytest
 from tfa_sim.api.runner import prepare_numerics, run
 from tfa_sim.engine import ops
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import build_config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 # short last block (S0 = 300), GQA, split-S1 with its combine launch: every kind of block and launch
 CASE = {"s0": 300, "s1": 1024, "heads": 4, "kv_heads": 2}

@@ -12,7 +12,7 @@ import pytest
 from tfa_sim import cli
 from tfa_sim.numerics.compare import Comparison
 from tfa_sim.numerics.inputs import generate_inputs
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 
 
 def tfa(*args, cwd=None):

@@ -17,7 +17,7 @@ from test_hostile_cli import assert_refused, tfa
 from tfa_sim.api.runner import compute
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.rundir.outputs import read_events
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 
 SMALL = ["--set", "case.s1=256"]
 

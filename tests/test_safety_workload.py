@@ -6,9 +6,9 @@ from hypothesis import strategies as st
 
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.blocks import make_blocks
-from tfa_sim.spec.config import build_config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 from tfa_sim.spec.workload import floor_sum, instruction_groups, selected_tiles
 
 

@@ -12,7 +12,7 @@ from tfa_sim.numerics import shared_goldens
 from tfa_sim.numerics.golden import kernel_golden, reference_attention
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.numerics.shared_goldens import CHILD, PENDING, RUN, SharedGoldens
-from tfa_sim.spec.config import load_config
+from tfa_sim.spec.load import load_config
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
 

@@ -17,8 +17,8 @@ from conftest import REFERENCE_CASES
 from tfa_sim.engine.report import timing_summary
 from tfa_sim.rundir.outputs import read_events, read_summary
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import load_config
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
 from tfa_sim.views.analysis import critical_path_report, plan
 from tfa_sim.views.timeline import STAGES, Bar, RunView, make_view, render
 

@@ -12,7 +12,7 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TracePacket, TrackEvent
 from test_hostile_cli import assert_refused, tfa
 
-from tfa_sim.rundir.events import read_log
+from tfa_sim.rundir.outputs import read_log
 from tfa_sim.spec.units import parse_unit
 
 

@@ -17,8 +17,8 @@ from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.blocks import make_blocks, order_blocks
-from tfa_sim.spec.config import build_config
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 from tfa_sim.stages.block_kernel import Numerics
 
 F32 = np.float32

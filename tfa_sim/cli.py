@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.spec.config import Config, load_config, parse_span
+from tfa_sim.spec.config import Config, parse_span
 from tfa_sim.spec.errors import InputError, TfaError
+from tfa_sim.spec.load import load_config
 from tfa_sim.spec.safety import check_name, check_path, is_name, os_problem, plain, show
 
 
@@ -113,8 +114,7 @@ TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "p
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from tfa_sim.api.runner import trace_metadata
-    from tfa_sim.rundir.events import read_log
-    from tfa_sim.rundir.outputs import EVENTS_NPZ, read_summary
+    from tfa_sim.rundir.outputs import EVENTS_NPZ, read_log, read_summary
     from tfa_sim.views.perfetto_trace import write_perfetto
     from tfa_sim.views.trace import write_trace
 
@@ -285,7 +285,7 @@ def _plan_units(text: str) -> dict[str, int]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tfa_sim.engine.chip import DISPATCH
+    from tfa_sim.rundir.events import DISPATCH
     from tfa_sim.rundir.outputs import events_file, read_events, read_summary
     from tfa_sim.views.analysis import plan
     from tfa_sim.views.timeline import make_view, planned

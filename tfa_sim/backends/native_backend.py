@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.backends import PResult, combine_parts, p_options
+from tfa_sim.backends.interface import PResult, combine_parts, p_options
 from tfa_sim.numerics import rounding as nx
 from tfa_sim.spec.errors import InputError
 

@@ -28,6 +28,7 @@ from tfa_sim.engine.issue import IssueStream, Program
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.pipes import Pipe, Stats
 from tfa_sim.engine.simpy_adapter import run
+from tfa_sim.rundir.events import DISPATCH
 from tfa_sim.spec.errors import ScheduleError
 from tfa_sim.spec.hardware import Hardware
 
@@ -102,10 +103,6 @@ class SimResult:
     @property
     def time_us(self) -> float:
         return self.total_cycles / self.clock_mhz
-
-
-#: The stage and pipe name of a block's dispatch in the event log (drawn before each block on the AIC).
-DISPATCH = "dispatch"
 
 
 def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import simpy
 
@@ -116,26 +116,6 @@ class Instr:
         if self._done is None:
             self._done = self.pipe.env.event()
         return self._done
-
-
-class Record(NamedTuple):
-    """One executed instruction group of the event log (times in cycles), as a per-event view: the log itself
-    is columnar (:class:`tfa_sim.rundir.events.EventLog`); these are built from it for consumers that want rows."""
-
-    id: int
-    unit: str  # coreN.cubecore0 | coreN.veccoreA
-    pipe: str
-    stage: str
-    block: int
-    tile: int
-    sub: int  # sub-tile (cube) or row slice (vector)
-    kind: str
-    start: float
-    end: float
-    nbytes: int
-    flops: int
-    slots: dict[str, int]
-    deps: tuple[tuple[int, str, float, str], ...]  # (predecessor id, data|slot|credit, latency, via flag/slot)
 
 
 class Stats:

@@ -38,9 +38,10 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import CONFIG_DIR, Config, build_config
+from tfa_sim.spec.config import CONFIG_DIR, Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import Hardware, load_hardware, preset_names
+from tfa_sim.spec.load import build_config
 
 POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
 #: Points with more cores than this feel the shared L2; step 1 leaves them to step 2.

@@ -32,12 +32,12 @@ from tfa_sim.numerics.intermediates import (
     golden_array,
     write_golden,
 )
+from tfa_sim.rundir.memory import dump_bytes
 from tfa_sim.rundir.outputs import write_json
 from tfa_sim.spec.blocks import run_blocks
 from tfa_sim.spec.config import Config, parse_span
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.units import parse_unit
-from tfa_sim.spec.workload import selected_tiles
 from tfa_sim.stages.combine import CombineBlock, combine_blocks
 
 
@@ -55,26 +55,8 @@ def selection(config: Config) -> list[tuple[int, list[int]]]:
     return [(b.index, [t for t in b.tile_ids if t0 <= t < t1]) for b in dump_blocks(config) if b0 <= b.index < b1]
 
 
-def full_dump(config: Config) -> bool:
-    return not config.numerics.dump_blocks and not config.numerics.dump_tiles
-
-
-def estimate_bytes(config: Config) -> int:
-    """Bytes the dumps will take (npy and raw copies, plus the full-S0 files when everything is dumped); in
-    closed form, so that an absurd selection is refused at once."""
-    n = config.numerics
-    per_tile = sum(int(np.prod(block_shape(item, config))) * item.dtype_for(config).itemsize
-                   for item in INTERMEDIATES)
-    spans = [parse_span(n.dump_blocks, "numerics.dump_blocks"), parse_span(n.dump_tiles, "numerics.dump_tiles")]
-    tiles = selected_tiles(config, *(span or (0, 1 << 62) for span in spans))
-    total = 2 * per_tile * tiles
-    if full_dump(config):
-        total += per_tile * selected_tiles(config)
-    return total
-
-
 def check_size(config: Config) -> int:
-    size = estimate_bytes(config)
+    size = dump_bytes(config)
     limit = config.numerics.dump_limit_gib * 2 ** 30
     if size > limit:
         raise InputError(f"intermediate dumps would take {size / 2 ** 30:.2f} GiB > numerics.dump_limit_gib "
@@ -141,7 +123,7 @@ def write_dumps(tmp: Path, recorder: DumpRecorder, config: Config) -> int:
                              "tile": d.tile, "sub": None, "dtype": d.data.dtype.name,
                              "shape": list(d.data.shape),
                              "slot": d.slot, "event": d.event})
-    if full_dump(config):
+    if config.numerics.full_dump:
         for entry in _reference_layout(tmp, recorder, config):
             manifest.append(entry)
             written += (tmp / entry["file"]).stat().st_size

@@ -1,4 +1,11 @@
-"""The event log as columns: one row per executed instruction group (or dispatch span) in numpy arrays.
+"""The event log: its schema and its columns, one row per executed instruction group (or dispatch span).
+
+The schema lives here, and only here: the event columns and their dtypes (:data:`EVENT_DTYPES`, the edge,
+slot and counter tables), the causes of a wait (:data:`CAUSES`), the name of a block's dispatch span
+(:data:`DISPATCH`), the string tables, and the per-event view :class:`Record`.  The engine's pipes append
+to an :class:`EventLog` as instruction groups finish; the readers of a run directory (``rundir.outputs``)
+and every view read it.
+
 
 A large run executes tens of millions of instruction groups; a Python object per group (a record, its
 slot dict, its dependency tuples) costs gigabytes and most of the run's time in allocation and GC.  The
@@ -8,8 +15,8 @@ block/tile/sub, bytes, flops, and the strings (unit, pipe, stage, kind) as int c
 string tables — with the dependency edges and the slot occupancy in two further tables keyed by
 instruction id.  :meth:`EventLog.save` writes it as one uncompressed ``events.npz`` (no pickled objects);
 :func:`load_log` reads it back, every column checked.  :meth:`EventLog.records` materialises
-:class:`~tfa_sim.engine.pipes.Record` views for the consumers that want them (timeline, the task graph)
-on runs small enough to afford it.
+:class:`Record` views for the consumers that want them (timeline, the task graph) on runs small enough to
+afford it.
 """
 from __future__ import annotations
 
@@ -18,11 +25,15 @@ import re
 import struct
 import zipfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
+from tfa_sim.spec.units import LANES, TRACKS, parse_unit
+from tfa_sim.stages import LOGGED_STAGES
+
+#: The stage and pipe name of a block's dispatch (drawn before each block on the AIC; no pipe of the chip).
+DISPATCH = "dispatch"
 #: Why a pipe waited before an instruction could start (stall breakdown keys; dependency causes).
 CAUSES = ("data", "slot", "credit", "gm")
 
@@ -44,6 +55,27 @@ VERSION = 1
 #: One row's twelve event columns, names decoded (id, unit, pipe, stage, block, tile, sub, kind, start, end,
 #: bytes, flops), as :meth:`EventLog.decoded` gives them.
 Row = tuple[int, str, str, str, int, int, int, str, float, float, int, int]
+
+
+
+class Record(NamedTuple):
+    """One executed instruction group of the event log (times in cycles), as a per-event view: the log itself
+    is columnar (:class:`EventLog`); these are built from it for consumers that want rows."""
+
+    id: int
+    unit: str  # coreN.cubecore0 | coreN.veccoreA
+    pipe: str
+    stage: str
+    block: int
+    tile: int
+    sub: int  # sub-tile (cube) or row slice (vector)
+    kind: str
+    start: float
+    end: float
+    nbytes: int
+    flops: int
+    slots: dict[str, int]
+    deps: tuple[tuple[int, str, float, str], ...]  # (predecessor id, data|slot|credit, latency, via flag/slot)
 
 
 #: Rows an append-only table buffers before moving them into its numpy columns.
@@ -208,9 +240,7 @@ class EventLog:
                 for i, name in enumerate(names)}
 
     def records(self, rows: np.ndarray | None = None) -> list[Any]:
-        """Rows (all, or the indices ``rows``) as :class:`~tfa_sim.engine.pipes.Record` views, in log order."""
-        from tfa_sim.engine.pipes import Record
-
+        """Rows (all, or the indices ``rows``) as :class:`Record` views, in log order."""
         ids = None if rows is None else self.events.view()["id"][rows]
         slots, deps = self.slot_dicts(ids), self.dep_tuples(ids)
         empty: tuple[()] = ()
@@ -247,8 +277,6 @@ class EventLog:
 
     def core_of_rows(self) -> np.ndarray:
         """The core number of every row (from its unit)."""
-        from tfa_sim.spec.units import parse_unit
-
         cores = np.array([parse_unit(u).core for u in self.names("units")] or [0], np.int64)
         return cores[self.events.view()["unit"]]
 
@@ -307,10 +335,6 @@ def _codes_in(a: np.ndarray, table: list[str], what: str) -> None:
 def validate(log: EventLog) -> None:
     """Every value of a loaded log is one a run writes: known units, pipes of their unit, stages, causes;
     finite times with end ≥ start; unique ids; dependencies on logged, earlier instructions (so no cycle)."""
-    from tfa_sim.engine.chip import DISPATCH
-    from tfa_sim.spec.units import LANES, TRACKS, parse_unit
-    from tfa_sim.stages import LOGGED_STAGES
-
     for u in log.names("units"):
         m = re.fullmatch(r"core([0-9]{1,6})\.(cubecore0|veccore([0-9]))", u)
         if m is None or int(m[3] or 0) >= LANES:
@@ -355,11 +379,6 @@ def validate(log: EventLog) -> None:
         raise ValueError("a dependency names a later instruction (the dependencies would form a cycle)")
 
 
-#: Bytes a loaded log holds per event row beyond its file (the Record views built from it), and the bytes a row
-#: takes in events.npz with its edges, slots and counter samples (measured: 165 on a 910b2 16k² run).
-RECORD_BYTES, FILE_ROW_BYTES = 1024, 160
-
-
 def load_log(data: bytes) -> EventLog:
     """The log saved by :meth:`EventLog.save` from the bytes of its file; ValueError says what is wrong."""
     try:
@@ -374,23 +393,3 @@ def load_log(data: bytes) -> EventLog:
     log = _from_arrays(arrays)
     validate(log)
     return log
-
-
-def read_log(path: Path) -> EventLog:
-    """``events.npz`` checked as it is read: one InputError line naming it when it is damaged."""
-    from tfa_sim.rundir.memory import require
-    from tfa_sim.spec.errors import InputError
-    from tfa_sim.spec.safety import read_bytes
-
-    hint = "the run was made with --no-event-log or is not a run directory"
-    try:
-        size = Path(path).stat().st_size
-    except (OSError, ValueError):
-        size = 0  # read_bytes reports it
-    require({"event log": 2 * size + size // FILE_ROW_BYTES * RECORD_BYTES}, 0, "read")
-    data = read_bytes(path, "event log", hint)
-    try:
-        return load_log(data)
-    except (ValueError, TypeError) as exc:
-        text = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise InputError(f"{path} is damaged ({text}); rerun tfa-sim run") from None

@@ -15,9 +15,12 @@ import os
 import resource
 from pathlib import Path
 
-from tfa_sim.spec.config import Config
+import numpy as np
+
+from tfa_sim.numerics.intermediates import INTERMEDIATES, block_shape
+from tfa_sim.spec.config import Config, parse_span
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.workload import blocks, instruction_groups
+from tfa_sim.spec.workload import blocks, instruction_groups, selected_tiles
 
 GIB = 1 << 30
 #: The default limit: this share of the memory available when the command starts.
@@ -79,17 +82,29 @@ def _engine_bytes(config: Config) -> int:
     return 512 * blocks(config) + min(blocks(config), 64) * per_core
 
 
+def dump_bytes(config: Config) -> int:
+    """Bytes the intermediate dumps will take (npy and raw copies, plus the full-S0 files when everything is
+    dumped); in closed form, so that an absurd selection is refused at once."""
+    n = config.numerics
+    per_tile = sum(int(np.prod(block_shape(item, config))) * item.dtype_for(config).itemsize
+                   for item in INTERMEDIATES)
+    spans = [parse_span(n.dump_blocks, "numerics.dump_blocks"), parse_span(n.dump_tiles, "numerics.dump_tiles")]
+    tiles = selected_tiles(config, *(span or (0, 1 << 62) for span in spans))
+    total = 2 * per_tile * tiles
+    if n.full_dump:
+        total += per_tile * selected_tiles(config)
+    return total
+
+
 def run_parts(config: Config, event_log: bool) -> dict[str, int]:
     """Bytes ``tfa-sim run`` holds, by part."""
     parts = {"simulation": _engine_bytes(config),
              "event log": instruction_groups(config) * EVENT_BYTES if event_log else 0}
     if config.numerics.enabled:
-        from tfa_sim.rundir.dumps import estimate_bytes
-
         parts["inputs"] = input_bytes(config)
         parts["goldens"] = _elements(config)["o"] * (4 + GOLDEN_BYTES_PER_OUTPUT) + _per_head_transient(config)
         if config.numerics.intermediate_check:
-            parts["dumps"] = estimate_bytes(config)
+            parts["dumps"] = dump_bytes(config)
     return parts
 
 

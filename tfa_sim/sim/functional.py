@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tfa_sim.backends import Backend
+from tfa_sim.backends.interface import Backend
 from tfa_sim.numerics.blas import blas_threads
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.numerics.intermediates import INTERMEDIATES, block_index, empty_full

@@ -1,9 +1,9 @@
-"""Run configuration: TOML/YAML → frozen dataclasses, ``--set`` overrides, legality.
+"""Run configuration, the schema: frozen dataclasses, the checks of every key's type and range, ``--set`` overrides.
 
 A config has five sections (``case``, ``tiling``, ``schedule``, ``numerics``,
-``hardware``); every key has the kernel's default.  ``load_config`` rejects
-unknown keys, wrong types and every legality rule of docs/kernel.md ("Legality") with a
-one-line :class:`~tfa_sim.spec.errors.InputError` before anything runs.
+``hardware``); every key has the kernel's default.  :func:`parse_config` rejects
+unknown keys and wrong types with a one-line :class:`~tfa_sim.spec.errors.InputError`; reading a file and
+the legality rules of docs/kernel.md ("Legality") are added by :mod:`tfa_sim.spec.load`.
 """
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ import dataclasses
 import difflib
 import math
 import tomllib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.safety import check_name, check_path, decode_text, read_bytes, show
+from tfa_sim.spec.safety import check_name, check_path, show
 
 
 def _config_dir() -> Path:
@@ -29,7 +28,6 @@ def _config_dir() -> Path:
 
 
 CONFIG_DIR = _config_dir()
-DEFAULT_CASE = "case_float_H_128_S0_128_S1_1024"
 
 
 @dataclass(frozen=True)
@@ -106,6 +104,12 @@ class NumericsConfig:
     blas_threads: int = 1  # BLAS threads for the numerics' matmuls (numerics/blas.py: small matmuls run best on one)
     threads: int = 0  # threads running finished blocks' stage kernels (engine/ops.py); 0: sim.simulation.op_workers
 
+    @property
+    def full_dump(self) -> bool:
+        """Every block and tile is dumped (no ``dump_blocks``/``dump_tiles`` span), so the reference
+        generator's full-S0 files are written too."""
+        return not self.dump_blocks and not self.dump_tiles
+
 
 @dataclass(frozen=True)
 class HardwareConfig:
@@ -149,15 +153,14 @@ CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model
            ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first")}
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).
 AUTO = {("schedule", "s1_split")}
-#: No config file is this large; a bigger one is not read.
-MAX_CONFIG_BYTES = 1 << 20
 
 
 #: Keys earlier versions accepted, with what replaced them.
 RETIRED = {("schedule", "ub_exp_max"): "the l1_exp_max ring has cv_fifo_size entries, as in the kernel; drop the key"}
 
 
-def _suggest(word: str, options: list[str]) -> str:
+def suggest(word: str, options: list[str]) -> str:
+    """"did you mean …?" for a misspelt ``word``, else the ``options``."""
     close = difflib.get_close_matches(word, options, n=1)
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(options)}"
 
@@ -242,57 +245,23 @@ def _section(section: str, cls: type, given: Any) -> Any:
         if (section, key) in RETIRED:
             raise InputError(f"config error: {section}.{key} is no longer a setting: {RETIRED[section, key]}")
         if key not in defaults:
-            raise InputError(f"config error: unknown key {section}.{show(key)[1:-1]}; {_suggest(key, list(defaults))}")
+            raise InputError(f"config error: unknown key {section}.{show(key)[1:-1]}; {suggest(key, list(defaults))}")
         _check_type(section, key, value, defaults[key])
     return cls(**given)
 
 
-def build_config(data: dict[str, Any]) -> Config:
-    """Type-check a nested mapping against the schema and return a legal :class:`Config`."""
+def parse_config(data: dict[str, Any]) -> Config:
+    """A :class:`Config` from a nested mapping, every section and key known and of the right type (legality is
+    checked on top of this by :func:`tfa_sim.spec.load.build_config`)."""
     if not isinstance(data, dict):
         raise InputError("config error: the config must be a table of sections (case, tiling, …)")
     for section in data:
         if section not in _SECTION_TYPES:
             name = show(section)[1:-1] if isinstance(section, str) else show(section)
-            hint = _suggest(section, list(_SECTION_TYPES)) if isinstance(section, str) else \
+            hint = suggest(section, list(_SECTION_TYPES)) if isinstance(section, str) else \
                 f"known: {', '.join(_SECTION_TYPES)}"
             raise InputError(f"config error: unknown section [{name}]; {hint}")
-    config = Config(**{s: _section(s, cls, data.get(s, {})) for s, cls in _SECTION_TYPES.items()})
-    from tfa_sim.spec.legality import check_legal  # legality needs hardware; avoid a cycle
-
-    check_legal(config)
-    return config
-
-
-def _read_file(path: str | Path) -> dict[str, Any]:
-    hint = "give an existing .toml/.yaml file or use --case NAME"
-    text = decode_text(read_bytes(path, "config file", hint, MAX_CONFIG_BYTES), path, "config file")
-    try:
-        if str(path).endswith((".yaml", ".yml")):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = tomllib.loads(text)
-    except Exception as exc:  # noqa: BLE001 - both parsers' errors carry line numbers; deep nesting, huge ints
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"config file {path} does not parse: {first}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InputError(f"config file {path} is not a table of sections (case, tiling, …): it holds a "
-                         f"{type(data).__name__}")
-    return data
-
-
-def case_path(name: str, what: str = "--case") -> Path:
-    """The shipped config of reference case ``name`` (configs/cases/NAME.toml)."""
-    check_name(name, what, "give a shipped case's name, or a config file's path as CONFIG")
-    path = CONFIG_DIR / "cases" / f"{name}.toml"
-    if not path.is_file():
-        known = sorted(p.stem for p in (CONFIG_DIR / "cases").glob("*.toml"))
-        raise InputError(f"unknown case {name!r}; {_suggest(name, known)}")
-    return path
+    return Config(**{s: _section(s, cls, data.get(s, {})) for s, cls in _SECTION_TYPES.items()})
 
 
 def parse_span(text: str, option: str) -> tuple[int, int] | None:
@@ -329,19 +298,3 @@ def merge(data: dict[str, Any], section: str, key: str, value: Any) -> dict[str,
         raise InputError(f"config error: [{section}] must be a table of keys")
     out[section][key] = value
     return out
-
-
-def load_config(path: str | Path | None = None, case: str | None = None, overrides: Sequence[str] = (),
-                values: Sequence[tuple[str, str, Any]] = ()) -> Config:
-    """Config from a file, a shipped case, or defaults (``DEFAULT_CASE``), then ``--set`` overrides (text) and
-    ``values`` (section, key, value) set by command-line options."""
-    if path is not None and case is not None:
-        raise InputError("give either a CONFIG file or --case NAME, not both")
-    data = _read_file(path if path is not None else case_path(case or DEFAULT_CASE))
-    parsed = [parse_override(text) for text in overrides] + list(values)
-    renamed = any(sec == "case" and key == "name" for sec, key, _ in parsed)
-    if not renamed and any(sec == "case" for sec, _, _ in parsed) and isinstance(data.get("case"), dict):
-        data = {**data, "case": {k: v for k, v in data["case"].items() if k != "name"}}  # name the new shape
-    for section, key, value in parsed:
-        data = merge(data, section, key, value)
-    return build_config(data)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from tfa_sim.backends import Backend
+from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.data import Dump, View
 from tfa_sim.buffers.fifo import GmFifo, Ring
 from tfa_sim.buffers.pools import Flag, HazardError, PingPong

@@ -10,7 +10,7 @@ Per row block, each AIV takes its rows (the blocks' lane split) and, in order:
    then ``VEC accumulate`` (V): acc += f ⊙row O;
 4. ``VEC normalise`` (V): acc ⊘row L, and ``TSTORE O`` (MTE3).
 
-The numerics run as one :meth:`~tfa_sim.backends.Backend.combine` call at step 4
+The numerics run as one :meth:`~tfa_sim.backends.interface.Backend.combine` call at step 4
 over the chunks in order (chunk 0 … N−1), which is what the loads delivered.
 """
 from __future__ import annotations

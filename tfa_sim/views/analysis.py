@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: a run without the event log never builds the graph
     import networkx as nx
 
-from tfa_sim.engine.chip import DISPATCH
-from tfa_sim.rundir.events import EventLog
+from tfa_sim.rundir.events import DISPATCH, EventLog
 from tfa_sim.spec.units import parse_unit, pipe_kind, without_lane
 from tfa_sim.views.critical_path import SINK, SOURCE, critical_path, structural_edges
 

@@ -36,9 +36,10 @@ from tfa_sim.rundir.memory import check_parts, require
 from tfa_sim.rundir.outputs import read_summary, write_json
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.spec.blocks import Block
-from tfa_sim.spec.config import Config, build_config
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 from tfa_sim.spec.safety import is_name, load_npy, read_bytes, require_fields
 
 ORDER = list(NAMES)  # data-flow order within a tile

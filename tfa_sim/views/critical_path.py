@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.rundir.events import CAUSES, EventLog
+from tfa_sim.rundir.events import CAUSES, DISPATCH, EventLog
 
 SOURCE, SINK = "start", "end"
 
@@ -57,8 +57,6 @@ def structural_edges(ids: Sequence[int], ends: Sequence[float], cores: Sequence[
 
 def critical_path(log: EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
     """Critical path length, its share per stage (and sync/overhead), and the instructions on it (ids)."""
-    from tfa_sim.engine.chip import DISPATCH
-
     ev = log.events.view()
     dispatch_code = log.names("pipes").index(DISPATCH) if DISPATCH in log.names("pipes") else -1
     rows = np.flatnonzero(ev["pipe"] != dispatch_code)

@@ -1,8 +1,7 @@
 """One sweep point in a worker: config → legality → constraints → simulation → a results row.
 
-Importing this module loads the whole simulator, legality included (which
-``build_config`` would import only at the first point); the local executor
-imports it in the parent before forking its workers so that they start warm.
+Importing this module loads the whole simulator, legality included; the local
+executor imports it in the parent before forking its workers so that they start warm.
 """
 from __future__ import annotations
 
@@ -18,10 +17,10 @@ from tfa_sim.explore.sweep.constraints import failed_constraint
 from tfa_sim.numerics.blas import blas_threads
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import Config, build_config
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError, ScheduleError
 from tfa_sim.spec.hardware import load_hardware
-from tfa_sim.spec.legality import check_legal  # noqa: F401 — loaded before the fork (see above)
+from tfa_sim.spec.load import build_config
 from tfa_sim.stages.block_kernel import Numerics
 
 
