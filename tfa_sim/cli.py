@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -10,10 +9,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.spec.config import Config, parse_span
-from tfa_sim.spec.errors import InputError, TfaError
-from tfa_sim.spec.load import load_config
-from tfa_sim.spec.safety import check_name, check_path, is_name, os_problem, plain, show
+from tfa_sim.spec.config import Config, parse_override, parse_span
+from tfa_sim.spec.errors import InputError, TfaSimError
+from tfa_sim.spec.safety import check_name, check_path, os_problem, show
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,38 +32,30 @@ def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
 
 
-def _hw_setting(text: str) -> tuple[str, str, str]:
-    """``--hw``: a shipped preset's name, or the path of a preset file."""
-    from tfa_sim.spec.hardware import preset_names
-
-    if text in preset_names():
-        return "hardware", "preset", text
-    if os.path.lexists(text):
-        return "hardware", "file", text  # spec/hardware.py reads regular files only
-    if is_name(text) and not text.endswith(".toml"):
-        return "hardware", "preset", text  # an unknown preset: spec/hardware.py lists the known ones
-    raise InputError(f"--hw {plain(text)} is neither a preset ({', '.join(preset_names())}) nor an existing preset "
-                     f"file")
+def _overrides(texts: list[str]) -> dict[str, Any]:
+    """``--set SECTION.KEY=VALUE`` options as the API's overrides, ``{"section.key": value}``."""
+    return {f"{section}.{key}": value for section, key, value in map(parse_override, texts)}
 
 
 def _config_from(args: argparse.Namespace) -> Config:
-    values: list[tuple[str, str, Any]] = []
-    if getattr(args, "no_numerics", False):
-        values.append(("numerics", "enabled", False))
-    if getattr(args, "intermediate_check", False):
-        values.append(("numerics", "intermediate_check", True))
+    """``tfa-sim run``'s config: CONFIG or --case, --set, then the options that set config keys."""
+    from tfa_sim.api.library import load_config
+
+    overrides = _overrides(args.overrides)
+    if args.no_numerics:
+        overrides["numerics.enabled"] = False
+    if args.intermediate_check:
+        overrides["numerics.intermediate_check"] = True
     for flag in ("blocks", "tiles"):
-        text = getattr(args, flag, None)
+        text = getattr(args, flag)
         if text is not None:
             parse_span(text, f"--{flag}")
-            values.append(("numerics", f"dump_{flag}", text))
-    if args.hw is not None:
-        values.append(_hw_setting(args.hw))
+            overrides[f"numerics.dump_{flag}"] = text
     if args.backend:
-        values.append(("numerics", "backend", args.backend))
-    if getattr(args, "mask", None):
-        values.append(("case", "mask", args.mask))
-    return load_config(getattr(args, "config", None), args.case, args.overrides, values)
+        overrides["numerics.backend"] = args.backend
+    if args.mask:
+        overrides["case.mask"] = args.mask
+    return load_config(args.config, case=args.case, overrides=overrides, hw=args.hw)
 
 
 #: A run with more instruction groups than this exits without tearing down its heap (see :func:`cmd_run`).
@@ -75,7 +65,8 @@ FAST_EXIT_INSTRUCTIONS = 100_000
 def cmd_run(args: argparse.Namespace) -> int:
     import gc
 
-    from tfa_sim.api.runner import format_summary, run
+    from tfa_sim.api.library import run
+    from tfa_sim.api.runner import format_summary
     from tfa_sim.spec.workload import instruction_groups
 
     window = _core_span(args.trace_window, "--trace-window") if args.trace_window else None
@@ -88,9 +79,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     fast_exit = args.fast_exit and not args.fold and instruction_groups(config) > FAST_EXIT_INSTRUCTIONS
     if fast_exit:
         gc.disable()
-    result = run(config, args.inputs, args.out, event_log=not args.no_event_log, fold=args.fold,
+    result = run(config, inputs=args.inputs, out=args.out or True, event_log=not args.no_event_log, fold=args.fold,
                  events_csv=args.events_csv, trace_window=window)
-    print(format_summary(result))
+    assert result.out_dir is not None, "out= writes the run directory"
+    print(format_summary(result.summary, result.out_dir))
     code = 0 if result.passed else 1
     if fast_exit:  # every file is written, renamed into place and closed, the lock released: run() has returned
         sys.stdout.flush()
@@ -138,6 +130,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_data(args: argparse.Namespace) -> int:
+    from tfa_sim.api.library import load_config
     from tfa_sim.numerics.golden import kernel_golden
     from tfa_sim.numerics.inputs import generate_inputs, write_input_bins
     from tfa_sim.rundir.directory import RunDir
@@ -147,7 +140,8 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
     is_file = text.endswith((".toml", ".yaml", ".yml"))
     if not is_file:
         check_name(text, "gen-data CASE", "give a shipped case's name or a config file (.toml/.yaml)")
-    config = load_config(text if is_file else None, None if is_file else text, args.overrides)
+    config = load_config(text if is_file else None, case=None if is_file else text,
+                         overrides=_overrides(args.overrides))
     require(gen_data_parts(config), config.numerics.mem_limit_gib, "gen-data")
     with RunDir(args.out, "--out", "gen-data") as rd, rd.stage() as staged:
         inputs = generate_inputs(config)
@@ -194,35 +188,27 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tolerance(value: float | None, option: str, zero_ok: bool = True) -> float | None:
-    """A tolerance option: finite and ≥ 0 (> 0 unless ``zero_ok``)."""
-    if value is not None and (not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok)):
-        raise InputError(f"{option} {value!r}: give a finite number {'≥' if zero_ok else '>'} 0")
-    return value
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    from tfa_sim.views.check import check_run, format_report
+    from tfa_sim.api.library import check
+    from tfa_sim.views.check import format_report
 
     stages = [s for item in args.stage or [] for s in item.split(",") if s]
-    eps = _tolerance(args.eps, "--eps", zero_ok=False)
-    atol, rtol = _tolerance(args.atol, "--atol"), _tolerance(args.rtol, "--rtol")
-    mem = _tolerance(args.mem_limit_gib, "--mem-limit-gib")
-    run_dir = check_path(args.run_dir, "RUN_DIR")
-    golden = check_path(args.golden, "--golden") if args.golden is not None else None
-    report = check_run(run_dir, golden, eps or 0.0, atol, rtol, stages, mem or 0.0)
+    report = check(args.run_dir, golden=args.golden, eps=args.eps, atol=args.atol, rtol=args.rtol, stages=stages,
+                   mem_limit_gib=args.mem_limit_gib)
     print(format_report(report))
-    print(f"wrote {run_dir / 'check.json'}")
+    print(f"wrote {Path(args.run_dir) / 'check.json'}")
     return 0 if report["passed"] else 1
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.explore.sweep import format_sweep_report, run_sweep, sweep_report
+    from tfa_sim.api.library import sweep
+    from tfa_sim.explore.sweep import default_out, format_sweep_report, sweep_report
 
-    out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
-                          progress=not args.no_progress)
+    out = Path(args.out) if args.out else default_out(args.file)
+    points = sweep(args.file, jobs=args.jobs, out=out, executor=args.executor, scheduler=args.scheduler,
+                   progress=not args.no_progress)
     report = sweep_report(out, plots=not args.no_plots)
-    print(f"tfa-sim sweep: {len(rows)} points in {out}/results.jsonl (+ results.csv): "
+    print(f"tfa-sim sweep: {len(points)} points in {out}/results.jsonl (+ results.csv): "
           + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
     print(format_sweep_report(report))
     return 0
@@ -422,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         start_single_threaded()  # before numpy is imported
     try:
         return args.func(args)
-    except TfaError as exc:
+    except TfaSimError as exc:
         return _fail(str(exc), exc.exit_code)
     except OSError as exc:  # the system refused something no check foresaw (a disk full, a file gone)
         where = f" ({exc.filename})" if exc.filename else ""

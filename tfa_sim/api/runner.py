@@ -8,13 +8,14 @@ import os
 import platform
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tfa_sim.api import __version__
 from tfa_sim.backends import get_backend
 from tfa_sim.engine.chip import SimResult
 from tfa_sim.engine.report import format_timing, timing_summary
@@ -39,13 +40,11 @@ from tfa_sim.views.trace import collect_counters, write_trace
 
 def versions() -> dict[str, str]:
     """Python's and the packages' versions, as the modules state them (looking them up in importlib.metadata
-    took 9 ms a run; tfa-sim's own version is the one pyproject.toml takes from ``tfa_sim.__version__``)."""
+    took 9 ms a run; tfa-sim's own version is the one pyproject.toml takes from ``tfa_sim.api.__version__``)."""
     import cffi
     import simpy
 
-    import tfa_sim
-
-    return {"python": platform.python_version(), "tfa-sim": tfa_sim.__version__, "numpy": np.__version__,
+    return {"python": platform.python_version(), "tfa-sim": __version__, "numpy": np.__version__,
             "simpy": simpy.__version__, "cffi": cffi.__version__}
 
 
@@ -57,17 +56,10 @@ OUTPUT_FILES = ("summary.json", "o.npy", EVENTS_NPZ, EVENTS_CSV, "trace.json", "
 RUN_FILES = (*OUTPUT_FILES, "dumps/")
 
 
-@dataclass
-class RunResult:
-    out_dir: Path
-    o: np.ndarray | None
-    summary: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        """True unless numerics ran and the output failed the comparison rule."""
-        golden = self.summary.get("golden")
-        return golden is None or golden["passed"]
+def passed(summary: dict[str, Any]) -> bool:
+    """True unless numerics ran and the output failed the comparison rule."""
+    golden = summary.get("golden")
+    return golden is None or golden["passed"]
 
 
 def get_inputs(config: Config, inputs_dir: str | None) -> tuple[Inputs, str]:
@@ -88,6 +80,7 @@ class Computed:
     numerics: Numerics | None
     summary: dict[str, Any]
     golden: Callable[[], dict[str, Any]] | None = None
+    out_dir: Path | None = None  # the run directory once written (:func:`write`)
 
     def finish(self) -> Computed:
         """Wait for the golden comparison and add it to the summary; returns self."""
@@ -198,7 +191,7 @@ def write_event_files(rd: RunDir, log: EventLog, pools: list[Any], summary: dict
     writer = (Forked(trace_in_child, trace, log, pools, window, summary["clock_mhz"], metadata)
               if n > TRACE_FORK_EVENTS and can_fork() else None)
     try:
-        log.add_counters(collect_counters(pools))
+        log.set_counters(collect_counters(pools))
         write_log(rd.file(EVENTS_NPZ), log)
         csv = events_csv or n <= EVENTS_CSV_MAX
         if csv:
@@ -222,15 +215,16 @@ def trace_in_child(path: Path, log: EventLog, pools: list[Any], window: tuple[in
     after 0.44 s of counters, its events.npz 0.3 s."""
     cores = range(*window) if window else None
     shown = [p for p in pools if cores is None or parse_unit(buffer_owner(p.name)[0]).core in cores]
-    log.add_counters(collect_counters(shown))
+    log.set_counters(collect_counters(shown))
     write_trace(path, log, clock_mhz, metadata, _window_rows(log, window))
     return True
 
 
 def write(done: Computed, out_dir: RunDir | str | Path | None = None, events_csv: bool = False,
-          trace_window: tuple[int, int] | None = None) -> RunResult:
+          trace_window: tuple[int, int] | None = None) -> Path:
     """Write a computed run into ``out_dir`` (a claimed :class:`RunDir`; a path or None claims one).
-    ``events_csv``: write events.csv however large the run; ``trace_window``: trace.json for these cores only."""
+    ``events_csv``: write events.csv however large the run; ``trace_window``: trace.json for these cores only.
+    Returns the directory (also ``done.out_dir``)."""
     if not isinstance(out_dir, RunDir):
         with claim(out_dir, done.config.name) as rd:
             return write(done, rd, events_csv, trace_window)
@@ -252,7 +246,8 @@ def write(done: Computed, out_dir: RunDir | str | Path | None = None, events_csv
             rd.commit(staged, "dumps")
         summary["dumps"] = {"dir": "dumps", "bytes": nbytes, "tiles": len(numerics.dumps.done)}
     write_json(rd.file("summary.json"), summary)
-    return RunResult(rd.path, numerics.out if numerics else None, summary)
+    done.out_dir = rd.path
+    return rd.path
 
 
 def write_timeline(rd: RunDir, summary: dict[str, Any], events: EventLog) -> None:
@@ -279,12 +274,14 @@ def gc_paused() -> Iterator[None]:
 
 
 def run(config: Config, inputs_dir: str | None = None, out_dir: str | None = None, event_log: bool = True,
-        fold: bool = False, events_csv: bool = False, trace_window: tuple[int, int] | None = None) -> RunResult:
-    """Simulate one config and write its run directory (``tfa-sim run``), which is locked meanwhile."""
+        fold: bool = False, events_csv: bool = False, trace_window: tuple[int, int] | None = None) -> Computed:
+    """Simulate one config and write its run directory (``tfa-sim run``), which is locked meanwhile; returns the
+    finished run (``out_dir`` set)."""
     with claim(out_dir, config.name) as rd, gc_paused():
         rd.refuse_foreign(RUN_FILES)  # before the long part: a directory holding the user's files is refused now
         with started(config, inputs_dir, event_log, fold) as done:
-            return write(done, rd, events_csv, trace_window)
+            write(done, rd, events_csv, trace_window)
+            return done
 
 
 def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
@@ -302,8 +299,8 @@ def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
     return out
 
 
-def format_summary(result: RunResult) -> str:
-    s = result.summary
+def format_summary(s: dict[str, Any], out_dir: Path) -> str:
+    """What ``tfa-sim run`` prints: the timing, the bottleneck, the golden verdict, the files written."""
     lines = [f"tfa-sim run: {s['case']} on {s['hardware']}"
              + (f"  backend={s['backend']}  exp={s['exp_model']}" if "backend" in s else "  (timing only)")]
     lines += format_timing(s)
@@ -317,12 +314,12 @@ def format_summary(result: RunResult) -> str:
     lines += [f"  {b['text']}" for b in s["bottleneck"]["bubbles"][:4]]
     if "golden" in s:
         g = s["golden"]["vs_reference_fp64"]
-        verdict = "PASS" if result.passed else "FAIL"
+        verdict = "PASS" if passed(s) else "FAIL"
         lines.append(f"  golden (fp64, kernel rule eps={s['golden']['eps']:g}): {verdict}  failures {g['failures']}/"
                      f"{g['allowed_failures']} allowed  max abs {g['max_abs_err']:.3g}  max rel {g['max_rel_err']:.3g}")
     files = ["summary.json"] + [f for f in ("o.npy", EVENTS_NPZ, EVENTS_CSV, "trace.json", "timeline.svg", "dumps/")
-                                if (result.out_dir / f).exists()]
-    lines.append(f"  wrote {result.out_dir}/ ({', '.join(files)})")
+                                if (out_dir / f).exists()]
+    lines.append(f"  wrote {out_dir}/ ({', '.join(files)})")
     log = s.get("event_log")
     if log and not log["csv"]:
         lines.append(f"  events.csv skipped ({log['events']} events > {EVENTS_CSV_MAX}; events.npz has them all): "
@@ -330,8 +327,8 @@ def format_summary(result: RunResult) -> str:
     if log and log["trace_cores"]:
         a, b = log["trace_cores"]
         lines.append(f"  trace.json holds cores {a}:{b} only ({log['events']} events): export others with "
-                     f"tfa-sim trace {result.out_dir} --cores A:B [--tiles A:B] --out FILE")
-    if log and not (result.out_dir / "timeline.svg").exists():
+                     f"tfa-sim trace {out_dir} --cores A:B [--tiles A:B] --out FILE")
+    if log and not (out_dir / "timeline.svg").exists():
         lines.append(f"  timeline.svg skipped (over {TIMELINE_MAX_EVENTS} instruction groups): "
-                     f"tfa-sim timeline {result.out_dir} --cores 0-1 --tiles 0:16")
+                     f"tfa-sim timeline {out_dir} --cores 0-1 --tiles 0:16")
     return "\n".join(lines)

@@ -209,17 +209,21 @@ class EventLog:
         cols.pack_into(cols.buffer, cols.offset(), ident, code, index)
         cols.buffered += 1
 
-    def add_counters(self, counters: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
-        """The run's occupancy samples (trace.json counter tracks), stored with the log: name → (cycles, values)."""
+    def set_counters(self, counters: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """The run's occupancy samples (trace.json counter tracks), stored with the log in place of any stored
+        before: name → (cycles, values)."""
         table = self.tables["counter_names"]
-        parts = [(table.code(name), t, v) for name, (t, v) in counters.items() if len(t)]
-        if parts:
-            cols = self.counters
-            arrays = {"name": np.concatenate([np.full(len(t), code, np.int32) for code, t, _ in parts]),
-                      "t": np.concatenate([t for _, t, _ in parts]).astype(np.float64),
-                      "value": np.concatenate([v for _, _, v in parts]).astype(np.int32)}
-            cols.arrays = {k: np.concatenate([a[: cols.n], arrays[k]]) for k, a in cols.arrays.items()}
-            cols.n = cols.capacity = len(cols.arrays["name"])
+        names, times, values = [np.zeros(0, np.int32)], [np.zeros(0)], [np.zeros(0, np.int32)]
+        for name, (t, v) in counters.items():
+            if not len(t):
+                continue
+            names.append(np.full(len(t), table.code(name), np.int32))
+            times.append(t)
+            values.append(v)
+        cols = self.counters
+        cols.arrays = {"name": np.concatenate(names), "t": np.concatenate(times).astype(np.float64),
+                       "value": np.concatenate(values).astype(np.int32)}
+        cols.n = cols.capacity = len(cols.arrays["name"])
 
     def unit_code(self, unit: str) -> int:
         return self.tables["units"].code(unit)

@@ -66,10 +66,15 @@ def load_config(path: str | Path | None = None, case: str | None = None, overrid
     if path is not None and case is not None:
         raise InputError("give either a CONFIG file or --case NAME, not both")
     data = _read_file(path if path is not None else case_path(case or DEFAULT_CASE))
-    parsed = [parse_override(text) for text in overrides] + list(values)
-    renamed = any(sec == "case" and key == "name" for sec, key, _ in parsed)
-    if not renamed and any(sec == "case" for sec, _, _ in parsed) and isinstance(data.get("case"), dict):
+    return configure(data, [parse_override(text) for text in overrides] + list(values))
+
+
+def configure(data: dict[str, Any], settings: Sequence[tuple[str, str, Any]]) -> Config:
+    """The legal config of ``data`` with each (section, key, value) of ``settings`` set; a changed shape without
+    a ``case.name`` of its own is named after the new shape."""
+    renamed = any(sec == "case" and key == "name" for sec, key, _ in settings)
+    if not renamed and any(sec == "case" for sec, _, _ in settings) and isinstance(data.get("case"), dict):
         data = {**data, "case": {k: v for k, v in data["case"].items() if k != "name"}}  # name the new shape
-    for section, key, value in parsed:
+    for section, key, value in settings:
         data = merge(data, section, key, value)
     return build_config(data)

@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfa_sim.rundir.outputs import read_events, read_summary
 from tfa_sim.spec.errors import InputError
@@ -36,6 +36,9 @@ from tfa_sim.views.gantt import (
 )
 from tfa_sim.views.svg_timeline import write_svg
 from tfa_sim.views.trace import unit_kind, unit_order
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: More bars than this in one HTML file make browsers crawl: narrow with --cores/--tiles.
 MAX_HTML_BARS = 60_000
@@ -160,15 +163,18 @@ def render(views: list[RunView], out: Path, arrows: bool = False) -> None:
 
 def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
     """The PNG figure, drawn by matplotlib."""
-    import matplotlib
+    figure(views, arrows).savefig(out, dpi=110)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def figure(views: list[RunView], arrows: bool = False) -> Figure:
+    """The runs' Gantt chart as a matplotlib Figure, stacked on one time axis (made without pyplot, so that
+    neither a GUI backend nor a notebook's figure manager is touched)."""
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     heights = [max(2.0, 0.28 * len(v.lanes) + 1.2) for v in views]
-    fig, axes = plt.subplots(len(views), 1, figsize=(16, sum(heights) + 0.6), sharex=True, squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig = Figure(figsize=(16, sum(heights) + 0.6))
+    axes = fig.subplots(len(views), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})
     begin, end = bar_span(views)
     for ax, view in zip(axes[:, 0], views):
         _draw(ax, view, begin, end, arrows)
@@ -179,8 +185,7 @@ def _render_matplotlib(views: list[RunView], out: Path, arrows: bool) -> None:
     handles = [Patch(color=colour, label=name) for name, colour in STAGES.values()]
     fig.legend(handles=handles, loc="upper right", ncol=len(handles), frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def _draw(ax: Any, view: RunView, begin: float, end: float, arrows: bool) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,17 +62,22 @@ def plan(sweep: Sweep, done_points: set[str], done_references: set[str]) -> Plan
     return Plan(todo, [r for r in refs if r["key"] not in done_references], len(done_points))
 
 
-def run_sweep(sweep_file: str | Path, out_dir: str | Path | None, jobs: int, executor: str = "local",
-              scheduler: str | None = None, progress: bool = True) -> tuple[Path, list[dict[str, Any]]]:
-    """Run (or resume) a sweep; returns the output directory and all rows of ``results.jsonl``."""
+def default_out(sweep_file: str | Path) -> Path:
+    """Where ``tfa-sim sweep FILE`` writes without ``--out``: ``runs/sweep-<file name>``."""
+    return Path("runs") / f"sweep-{Path(sweep_file).stem}"
+
+
+def run_sweep(source: str | Path | Mapping[str, Any], out: Path, jobs: int, executor: str = "local",
+              scheduler: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """Run (or resume) into ``out`` the sweep of a file or of its tables given as a mapping
+    (:func:`load_sweep`); returns all rows of ``results.jsonl``."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--jobs {jobs}: give at least 1 worker")
     if executor not in ("local", "dask"):
         raise InputError(f"--executor {executor!r}: use local or dask")
-    sweep = load_sweep(sweep_file)
-    out = Path(out_dir) if out_dir else Path("runs") / f"sweep-{Path(sweep_file).stem}"
+    sweep = load_sweep(source)
     hook = _test_hook()
-    with claimed(out, sweep, Path(sweep_file)):
+    with claimed(out, sweep, "sweep spec" if isinstance(source, Mapping) else str(Path(source))):
         results, references = _resumed(out / RESULTS), _resumed(out / REFERENCES)
         work = plan(sweep, {r["key"] for r in results}, {r["key"] for r in references})
         tasks = _tasks(sweep, work)
@@ -91,7 +96,7 @@ def run_sweep(sweep_file: str | Path, out_dir: str | Path | None, jobs: int, exe
             bar.close()
             rows = scan(out / RESULTS)[0]
             write_csv(rows, out / "results.csv")
-    return out, rows
+    return rows
 
 
 def _resumed(path: Path) -> list[dict[str, Any]]:

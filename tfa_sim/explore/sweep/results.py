@@ -134,14 +134,21 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
-    """``results.csv``: one column per axis, then :data:`CSV_COLUMNS`."""
+def results_table(rows: list[dict[str, Any]], missing: Any = "") -> tuple[list[str], list[list[Any]]]:
+    """The rows as a table: the header (one column per axis, then :data:`CSV_COLUMNS`) and one list of values
+    per row, ``missing`` where a row has no value."""
     axes = sorted({k for r in rows for k in r["overrides"]})
+    return [*axes, *CSV_COLUMNS], [[r["overrides"].get(a, missing) for a in axes] +
+                                   [r.get(c, missing) for c in CSV_COLUMNS] for r in rows]
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    """``results.csv``: :func:`results_table` of the rows."""
+    header, body = results_table(rows)
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow([*axes, *CSV_COLUMNS])
-    for r in rows:
-        w.writerow([r["overrides"].get(a, "") for a in axes] + [r.get(c, "") for c in CSV_COLUMNS])
+    w.writerow(header)
+    w.writerows(body)
     write_atomic(path, buf.getvalue())
 
 
@@ -163,7 +170,7 @@ def read_meta(out: Path) -> dict[str, Any]:
 
 
 @contextmanager
-def claimed(out: Path, sweep: Sweep, sweep_file: Path) -> Iterator[None]:
+def claimed(out: Path, sweep: Sweep, sweep_file: str) -> Iterator[None]:
     """Hold ``out`` for this sweep: locked, and recorded in ``sweep.json`` (refused if another sweep made it)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -184,7 +191,7 @@ def claimed(out: Path, sweep: Sweep, sweep_file: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _check_owner(out: Path, sweep: Sweep, sweep_file: Path) -> None:
+def _check_owner(out: Path, sweep: Sweep, sweep_file: str) -> None:
     if not (out / META).exists():
         if (out / RESULTS).exists() or (out / REFERENCES).exists():
             raise InputError(f"{out} has results but no {META}; --out a new directory for {sweep_file}")

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,13 +68,16 @@ class Sweep:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Read and check a sweep file (one-line :class:`InputError` for every problem)."""
-    path = Path(path)
-    data = _read_toml(path)
-    unknown = sorted(set(data) - {"base", "axes", "sweep"})
+def load_sweep(source: str | Path | Mapping[str, Any]) -> Sweep:
+    """Read and check a sweep file, or the same tables given as a mapping (one-line :class:`InputError` for
+    every problem)."""
+    if isinstance(source, Mapping):
+        data, where = dict(source), "sweep spec"
+    else:
+        data, where = _read_toml(Path(source)), f"sweep file {Path(source)}"
+    unknown = sorted(str(k) for k in set(data) - {"base", "axes", "sweep"})
     if unknown:
-        raise InputError(f"sweep file {path}: unknown table(s) {unknown}; use [base], [axes], [sweep]")
+        raise InputError(f"{where}: unknown table(s) {unknown}; use [base], [axes], [sweep]")
     opts = _options(data.get("sweep", {}))
     sweep = Sweep(base=_base(data.get("base", {})), axes=_axes(data.get("axes"), opts["max_points"]), **opts)
     if sweep.mode == "grid" and sweep.size > sweep.max_points:
