@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tfa_sim import __version__
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
 from tfa_sim.spec.config import Config, parse_override, parse_span
 from tfa_sim.spec.errors import InputError, TfaSimError
@@ -100,12 +101,14 @@ def _core_span(text: str, flag: str) -> tuple[int, int]:
 
 
 #: ``tfa-sim trace --format``: what each writes, and the --out suffixes that choose it when --format is not given.
-TRACE_FORMATS = {"json": "Chrome JSON", "perfetto": "Perfetto protobuf"}
-TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".pb": "perfetto"}
+TRACE_FORMATS = {"json": "Chrome JSON", "perfetto": "Perfetto protobuf", "parquet": "Parquet table of the events"}
+TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".pb": "perfetto",
+                  ".parquet": "parquet"}
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from tfa_sim.api.runner import trace_metadata
+    from tfa_sim.rundir.event_table import write_parquet
     from tfa_sim.rundir.outputs import EVENTS_NPZ, read_log, read_summary
     from tfa_sim.views.perfetto_trace import write_perfetto
     from tfa_sim.views.trace import write_trace
@@ -123,6 +126,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     fmt = args.format or TRACE_SUFFIXES.get(out.suffix.lower(), "json")
     if fmt == "perfetto":
         write_perfetto(out, log, summary["clock_mhz"], rows)
+    elif fmt == "parquet":
+        write_parquet(out, log, rows)
     else:
         write_trace(out, log, summary["clock_mhz"], trace_metadata(summary), rows)
     print(f"tfa-sim trace: {len(rows)} of {len(log)} events → {out} ({TRACE_FORMATS[fmt]})")
@@ -361,12 +366,14 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--by", choices=("pipe", "stage", "unit"), help="lanes per pipe, per stage band, or per unit")
     p.add_argument("--arrows", action="store_true", help="draw FIFO hand-offs between units")
     p.set_defaults(func=cmd_timeline)
-    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome JSON or a Perfetto trace")
+    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome JSON, a Perfetto trace or "
+                       "a Parquet table")
     p.add_argument("run_dir")
     p.add_argument("--cores", help="cores a:b (a ≤ core < b; default all)")
     p.add_argument("--tiles", help="logical tiles a:b (a ≤ tile < b; default all; dispatch spans have none)")
-    p.add_argument("--format", choices=tuple(TRACE_FORMATS), help="json (Chrome trace events) or perfetto (protobuf); "
-                   "default: perfetto for --out .pftrace, .perfetto-trace or .pb, else json")
+    p.add_argument("--format", choices=tuple(TRACE_FORMATS), help="json (Chrome trace events), perfetto (protobuf) "
+                   "or parquet (one row per event, for pandas, polars, DuckDB); default: perfetto for --out "
+                   ".pftrace, .perfetto-trace or .pb, parquet for .parquet, else json")
     p.add_argument("--out", required=True, help="the file to write")
     p.set_defaults(func=cmd_trace)
     p = sub.add_parser("plan", help="ideal list schedule of a run's task graph, compared with the simulation")
@@ -392,6 +399,7 @@ def _explore_parsers(sub: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
                                      "Ascend A2/A3 NPUs: bit-accurate outputs and schedule timing.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parsers(sub)
     _explore_parsers(sub)

@@ -1,4 +1,5 @@
-"""The event log as one table for the data tools: an Arrow table, from which pandas makes its DataFrame.
+"""The event log as one table for the data tools: an Arrow table (pandas makes its DataFrame from it) and a
+Parquet file, which pandas, polars, DuckDB or pyarrow read without tfa-sim.
 
 One row per event (instruction group or dispatch span) with the columns of ``events.csv`` but the
 dependencies and slots: ``id``, ``unit``, ``pipe``, ``stage``, ``block``, ``tile``, ``sub``, ``kind``,
@@ -6,10 +7,12 @@ dependencies and slots: ``id``, ``unit``, ``pipe``, ``stage``, ``block``, ``tile
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tfa_sim.rundir.directory import atomic_write
 from tfa_sim.rundir.events import EVENT_DTYPES, EventLog
 
 #: The log's columns as the table names them (``nbytes`` is ``bytes``, as in events.csv).
@@ -33,3 +36,11 @@ def event_table(log: EventLog, rows: np.ndarray | None = None) -> Any:
             arrays[label] = pa.array(values)
     return pa.table(arrays)
 
+
+def write_parquet(path: Path, log: EventLog, rows: np.ndarray | None = None) -> None:
+    """The events (all, or the indices ``rows``) as a Parquet file at ``path``, written atomically
+    (``tfa-sim trace --format parquet``)."""
+    import pyarrow.parquet as pq
+
+    table = event_table(log, rows)
+    atomic_write(path, lambda fh: pq.write_table(table, fh))
