@@ -3,9 +3,11 @@
 ``"schedule.qk_preload < schedule.ub_exp_max"``: numbers, strings, booleans,
 ``section.key`` names, ``+ - * // %``, unary ``-``/``not``, comparisons and
 ``and``/``or``.  :func:`parse_constraint` checks the whole expression when the
-sweep file is read (syntax, allowed elements, known keys), so evaluation can
-only fail on the values of one point (``"910b1" < 3``, ``x // 0``): that point
-is then ``excluded`` with the reason.
+sweep file is read (syntax, allowed elements, known keys).  A constraint must
+then be true or false on every point: one that raises when evaluated
+(``schedule.qk_preload % 0 == 0``, ``"910b1" < 3``) stops the sweep with one
+line naming it, before any point runs (``execute.check_constraints`` tries
+every point first).
 """
 from __future__ import annotations
 
@@ -96,11 +98,14 @@ def _eval(node: Any, config: dict[str, dict[str, Any]]) -> Any:
 
 
 def failed_constraint(constraints: tuple[str, ...], config: dict[str, dict[str, Any]]) -> str | None:
-    """Why the point with the full (defaults filled) ``config`` is excluded, or None if every constraint holds."""
+    """Why the point with the full (defaults filled) ``config`` is excluded, or None if every constraint holds;
+    :class:`InputError` naming a constraint that cannot be evaluated on it."""
     for expr in constraints:
         try:
-            if not _eval(parse_constraint(expr).body, config):
-                return f"constraint {expr} is false"
+            holds = _eval(parse_constraint(expr).body, config)
         except (ConstraintError, TypeError, ArithmeticError) as exc:
-            return f"constraint {expr} cannot be evaluated on this point: {exc}"
+            raise InputError(f"constraint {show(expr)} cannot be evaluated ({exc}); a constraint must be true or "
+                             f"false on every point of the sweep") from None
+        if not holds:
+            return f"constraint {expr} is false"
     return None

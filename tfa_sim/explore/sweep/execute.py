@@ -28,6 +28,7 @@ from tfa_sim.explore.sweep.pool import WorkerPool
 from tfa_sim.explore.sweep.results import REFERENCES, RESULTS, ResultWriter, claimed, repair_tail, scan, write_csv
 from tfa_sim.explore.sweep.schema import filled, show
 from tfa_sim.explore.sweep.spec import Sweep, load_sweep
+from tfa_sim.spec.config import parse_config
 from tfa_sim.spec.errors import InputError
 
 DASK_CONNECT_TIMEOUT = 5  # seconds to reach a --scheduler before giving up
@@ -62,6 +63,27 @@ def plan(sweep: Sweep, done_points: set[str], done_references: set[str]) -> Plan
     return Plan(todo, [r for r in refs if r["key"] not in done_references], len(done_points))
 
 
+def check_constraints(sweep: Sweep) -> None:
+    """Evaluate the constraints on every point whose values have the config's types (a point of another type is
+    recorded as illegal, its constraints never evaluated): a constraint that cannot be evaluated stops the sweep
+    here, with one :class:`InputError` naming it, before any point runs."""
+    if not sweep.constraints:
+        return
+    for i in indices(sweep):
+        full = filled(point_at(sweep, i)["config"])
+        if full is not None and _typed(full):
+            failed_constraint(sweep.constraints, full)
+
+
+def _typed(full: dict[str, dict[str, Any]]) -> bool:
+    """Whether every value of a filled config has the config's type."""
+    try:
+        parse_config(full)
+    except InputError:
+        return False
+    return True
+
+
 def default_out(sweep_file: str | Path) -> Path:
     """Where ``tfa-sim sweep FILE`` writes without ``--out``: ``runs/sweep-<file name>``."""
     return Path("runs") / f"sweep-{Path(sweep_file).stem}"
@@ -76,6 +98,7 @@ def run_sweep(source: str | Path | Mapping[str, Any], out: Path, jobs: int, exec
     if executor not in ("local", "dask"):
         raise InputError(f"--executor {executor!r}: use local or dask")
     sweep = load_sweep(source)
+    check_constraints(sweep)
     hook = _test_hook()
     with claimed(out, sweep, "sweep spec" if isinstance(source, Mapping) else str(Path(source))):
         results, references = _resumed(out / RESULTS), _resumed(out / REFERENCES)
