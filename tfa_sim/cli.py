@@ -428,10 +428,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+#: Every character that ends a line (``str.splitlines``), as the escape an error line shows instead.
+LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
 def _fail(message: str, code: int) -> int:
-    """Print ``message`` as one line (newlines inside paths or values escaped)."""
-    text = message.replace("\r", "\\r").replace("\n", "\\n")
-    print(f"tfa-sim: error: {text}", file=sys.stderr)
+    """Print ``message`` as one line (line breaks inside paths or values escaped)."""
+    print(f"tfa-sim: error: {message.translate(LINE_BREAKS)}", file=sys.stderr)
     return code
 
 
