@@ -253,16 +253,7 @@ class Pipe:
             if ins.stream_wait is not None:
                 self._stream_stall(ins, ins.stream_wait)
             cost = ins.cost
-            if isinstance(cost, GmMove):
-                line = cost.line
-                if line is not None and line is not MISS:
-                    line = (self.line_base, line)
-                assert self.gm is not None, "a GM transfer on a pipe without GM"
-                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, line)
-                if gm_wait > 0:
-                    self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
-            else:
-                cycles = cost
+            cycles = self._gm_cycles(ins, cost, start) if isinstance(cost, GmMove) else cost
             if cycles > 0:
                 self._running = ins
                 self._end = start + cycles
@@ -270,6 +261,18 @@ class Pipe:
                 break
             self._finish(ins, 0, start)
         self._advancing = False
+
+    def _gm_cycles(self, ins: Instr, move: GmMove, start: float) -> float:
+        """Cycles of a GM transfer that starts now: the core's path rate through the shared L2 (and HBM for an
+        input line read first here, :mod:`tfa_sim.engine.gm`); the time lost to sharing is a ``gm`` stall."""
+        line = move.line
+        if line is not None and line is not MISS:
+            line = (self.line_base, line)
+        assert self.gm is not None, "a GM transfer on a pipe without GM"
+        cycles, gm_wait = self.gm.transfer(start, move.nbytes, move.rate, line)
+        if gm_wait > 0:
+            self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
+        return cycles
 
     def _resumed(self, ins: Instr, source: Any) -> bool:
         """The head was blocked on ``source``: has it triggered?  If so, count the stall and go on."""
