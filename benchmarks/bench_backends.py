@@ -18,11 +18,11 @@ from functools import partial  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfa_sim.backends import get_backend  # noqa: E402
-from tfa_sim.config import load_config  # noqa: E402
-from tfa_sim.functional import run_functional  # noqa: E402
-from tfa_sim.hardware import load_hardware  # noqa: E402
-from tfa_sim.inputs import generate_inputs  # noqa: E402
-from tfa_sim.simulation import simulate  # noqa: E402
+from tfa_sim.numerics.inputs import generate_inputs  # noqa: E402
+from tfa_sim.sim.functional import run_functional  # noqa: E402
+from tfa_sim.sim.simulation import simulate  # noqa: E402
+from tfa_sim.spec.hardware import load_hardware  # noqa: E402
+from tfa_sim.spec.load import load_config  # noqa: E402
 from tfa_sim.stages.block_kernel import Numerics  # noqa: E402
 
 CASES = ["case_float_H_128_S0_512_S1_1024", "case_float_H_128_S0_512_S1_2048", "case_float_H_128_S0_512_S1_8192"]

@@ -12,8 +12,8 @@ import os
 import statistics
 import time
 
-from tfa_sim.config import load_config
-from tfa_sim.runner import compute
+from tfa_sim.api.runner import compute
+from tfa_sim.spec.load import load_config
 
 SETTINGS = ["case.s0=512", "case.s1=8192", "numerics.backend=\"numpy\""]
 

@@ -9,11 +9,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import tfa_sim.runner as runner
-from tfa_sim.check import check_run
-from tfa_sim.config import load_config
-from tfa_sim.dumps import write_dumps
-from tfa_sim.runner import run
+import tfa_sim.api.runner as runner
+from tfa_sim.api.runner import run
+from tfa_sim.rundir.dumps import write_dumps
+from tfa_sim.spec.load import load_config
+from tfa_sim.views.check import check_run
 
 
 def main() -> None:

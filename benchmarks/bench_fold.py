@@ -1,4 +1,4 @@
-"""Folded timing-only runs (tfa_sim.fold): their error against full runs, and the time per decode point.
+"""Folded timing-only runs (tfa_sim.sim.fold): their error against full runs, and the time per decode point.
 
 Run: ``python benchmarks/bench_fold.py [--error] [--speed]`` (both by default).
 
@@ -17,9 +17,9 @@ import sys
 import time
 from typing import Any
 
-from tfa_sim.config import build_config
-from tfa_sim.hardware import load_hardware
-from tfa_sim.simulation import simulate
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 BASE = {"heads": 32, "kv_heads": 8}
 ERROR_POINTS = [({"batch": b, "s0": s0, "s1": s1}, sch)

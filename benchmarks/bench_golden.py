@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from tfa_sim import golden
-from tfa_sim.config import load_config
-from tfa_sim.inputs import Inputs, generate_inputs
+from tfa_sim.numerics import golden
+from tfa_sim.numerics.inputs import Inputs, generate_inputs
+from tfa_sim.spec.load import load_config
 
 CASTS = {"numpy astype": lambda e: e.astype(np.float16).astype(np.float32), "bit arithmetic": golden.fp16_values}
 

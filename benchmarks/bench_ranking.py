@@ -62,10 +62,10 @@ def facm_time(facm: Any, mode: str, s0: int, s1: int, cores: int, knobs: dict[st
 
 def ours(args: tuple[int, int, int, dict[str, int]]) -> float | None:
     """tfa-sim's kernel time (µs) of one schedule on 910b3, or None where it refuses the schedule."""
-    from tfa_sim.config import build_config
-    from tfa_sim.errors import InputError
-    from tfa_sim.hardware import load_hardware
-    from tfa_sim.simulation import simulate
+    from tfa_sim.sim.simulation import simulate
+    from tfa_sim.spec.errors import InputError
+    from tfa_sim.spec.hardware import load_hardware
+    from tfa_sim.spec.load import build_config
 
     s0, s1, cores, knobs = args
     try:

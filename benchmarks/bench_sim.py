@@ -16,9 +16,9 @@ import time
 
 import simpy
 
-from tfa_sim.config import load_config
-from tfa_sim.hardware import load_hardware
-from tfa_sim.simulation import simulate
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
 
 
 def bare_simpy_rate(events: int = 300_000) -> float:

@@ -20,10 +20,10 @@ import simpy
 
 import tfa_sim.engine.core as core_module
 from tfa_sim.buffers.pools import Granted
-from tfa_sim.config import load_config
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
-from tfa_sim.hardware import load_hardware
-from tfa_sim.simulation import simulate
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
 
 
 class ProcessPipe(Pipe):

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tfa_sim.config import CONFIG_DIR
-from tfa_sim.sweep import read_results
+from tfa_sim.explore.sweep import read_results
+from tfa_sim.spec.config import CONFIG_DIR
 
 SWEEPS = ("chips.toml", "preload_tiling.toml")
 

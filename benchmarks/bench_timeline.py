@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tfa_sim.config import load_config
-from tfa_sim.runner import run
-from tfa_sim.timeline import load_view, render
+from tfa_sim.api.runner import run
+from tfa_sim.spec.load import load_config
+from tfa_sim.views.timeline import load_view, render
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""cffi build script for ``tfa_sim._native``: the C stage kernels (API mode, out of line).
+"""cffi build script for ``tfa_sim.backends._native``: the C stage kernels (API mode, out of line).
 
 setup.py names ``native/build_native.py:ffibuilder``; pip runs it from the
 project root, so every path here is taken relative to this file's directory.
@@ -59,7 +59,7 @@ ffibuilder = FFI()
 with open(HEADER, encoding="utf-8") as fh:
     ffibuilder.cdef(_cdef_from_header(fh.read()))
 ffibuilder.set_source(
-    "tfa_sim._native",
+    "tfa_sim.backends._native",
     '#include "tfa_native.h"\n',
     sources=[_relative(SOURCE)],
     include_dirs=[_relative(HERE)],

@@ -1,6 +1,6 @@
 /* tfa_native.c -- the TFA stage kernels, bit-identical to the numpy backend.
  *
- * Each kernel executes the fp32 operations of tfa_sim/numerics.py in the
+ * Each kernel executes the fp32 operations of tfa_sim/numerics/rounding.py in the
  * same order; every rounding point carries a comment naming the kernel step it
  * mirrors.  Build flags (native/build_native.py): -O3 -ffp-contract=off
  * -fno-fast-math -std=c11, so the compiler neither fuses a*b+c nor reorders.

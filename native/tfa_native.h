@@ -1,6 +1,6 @@
 /* tfa_native.h -- the TFA stage kernels in C, bit-identical to the numpy backend.
  *
- * Every kernel executes the fp32 operations of tfa_sim/numerics.py in the
+ * Every kernel executes the fp32 operations of tfa_sim/numerics/rounding.py in the
  * same order (the numerics contract, docs/numerics.md), so its results equal
  * tfa_sim.backends.numpy_backend.NumpyBackend bit for bit.
  *

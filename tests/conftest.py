@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfa_sim.config import build_config, load_config
-from tfa_sim.numerics import exp_tfa
+from tfa_sim.numerics.rounding import exp_tfa
+from tfa_sim.spec.load import build_config, load_config
 
 #: The reference kernel's own data generator output for (HEAD 128, S0 128, S1 1024, TILE_S1 256), generated as the
 #: first case after seeding: raw little-endian arrays, each gzip-compressed (tests/data/README.md).

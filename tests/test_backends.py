@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from test_engine import legal_configs
 
 from tfa_sim.backends import get_backend
-from tfa_sim.compare import compare
-from tfa_sim.config import load_config
-from tfa_sim.functional import run_functional
-from tfa_sim.golden import reference_attention
-from tfa_sim.inputs import generate_inputs
-from tfa_sim.intermediates import NAMES as INTERMEDIATES
+from tfa_sim.numerics.compare import compare
+from tfa_sim.numerics.golden import reference_attention
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.numerics.intermediates import NAMES as INTERMEDIATES
+from tfa_sim.sim.functional import run_functional
+from tfa_sim.spec.load import load_config
 
 
 def both_backends(config):

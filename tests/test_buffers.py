@@ -12,13 +12,13 @@ import simpy
 from tfa_sim.buffers.data import Compute, Const, Move, TileStore, View
 from tfa_sim.buffers.fifo import GmFifo, Ring
 from tfa_sim.buffers.pools import FLAG_MAX, Flag, HazardError, Pending, PingPong
-from tfa_sim.config import load_config
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream
 from tfa_sim.engine.pipes import Instr, Pipe, Stats
 from tfa_sim.engine.simpy_adapter import run
-from tfa_sim.hardware import load_hardware
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
 from tfa_sim.stages.run_tfa import TfaKernel
 
 

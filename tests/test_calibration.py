@@ -9,11 +9,20 @@ import tomllib
 import numpy as np
 import pytest
 
-from tfa_sim.calibrate import FITTED, POINTS_FILE, Point, Simulator, fit, load_points, predicted, solve_linear
-from tfa_sim.config import build_config
-from tfa_sim.hardware import load_hardware
-from tfa_sim.prediction import prediction
-from tfa_sim.simulation import simulate
+from tfa_sim.explore.calibrate import (
+    FITTED,
+    POINTS_FILE,
+    Point,
+    Simulator,
+    fit,
+    load_points,
+    predicted,
+    solve_linear,
+)
+from tfa_sim.sim.prediction import prediction
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 
 def preset(name):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import REFERENCE_CASES, split_combine_by_hand
 
-from tfa_sim.check import check_run
-from tfa_sim.config import load_config
-from tfa_sim.numerics import bf16_from_npy, exp_tfa, input_dtype, softmax_scale
-from tfa_sim.runner import run
+from tfa_sim.api.runner import run
+from tfa_sim.numerics.rounding import bf16_from_npy, exp_tfa, input_dtype, softmax_scale
+from tfa_sim.spec.load import load_config
+from tfa_sim.views.check import check_run
 
 
 def dumped_run(tmp_path, *overrides, case=None):

@@ -8,8 +8,9 @@ import sys
 import pytest
 from conftest import REFERENCE_CASES
 
-from tfa_sim.config import Config, build_config, load_config, parse_override
-from tfa_sim.errors import InputError
+from tfa_sim.spec.config import Config, parse_override
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.load import build_config, load_config
 
 
 def test_defaults_are_the_kernels():

@@ -12,15 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfa_sim.backends import get_backend
-from tfa_sim.blocks import make_blocks
-from tfa_sim.config import HardwareConfig, ScheduleConfig, build_config, load_config
-from tfa_sim.costs import Costs
 from tfa_sim.engine.simpy_adapter import run
-from tfa_sim.errors import InputError, ScheduleError
-from tfa_sim.functional import run_functional
-from tfa_sim.hardware import load_hardware
-from tfa_sim.inputs import generate_inputs
-from tfa_sim.simulation import simulate
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.sim.functional import run_functional
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.blocks import make_blocks
+from tfa_sim.spec.config import HardwareConfig, ScheduleConfig
+from tfa_sim.spec.costs import Costs
+from tfa_sim.spec.errors import InputError, ScheduleError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config, load_config
 from tfa_sim.stages.block_kernel import Numerics
 
 BACKEND = get_backend("native")

@@ -1,4 +1,4 @@
-"""The columnar event log (tfa_sim.events): the records it holds, events.npz round trips, the CSV derived from
+"""The columnar event log (tfa_sim.rundir.events): the records it holds, events.npz round trips, the CSV derived from
 it, the thresholds for large runs, and ``tfa-sim trace`` window exports."""
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 from conftest import TIMING_SMALL
 from test_hostile_cli import tfa
 
-from tfa_sim import runner
-from tfa_sim.config import load_config
-from tfa_sim.events import EVENT_DTYPES, FLUSH_ROWS, EventLog, load_log, read_log
-from tfa_sim.hardware import load_hardware
-from tfa_sim.outputs import read_events
-from tfa_sim.simulation import simulate
-from tfa_sim.units import parse_unit
+from tfa_sim.api import runner
+from tfa_sim.rundir.events import EVENT_DTYPES, FLUSH_ROWS, EventLog, load_log
+from tfa_sim.rundir.outputs import read_events, read_log
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
+from tfa_sim.spec.units import parse_unit
 
 
 def test_the_columnar_log_reads_back_as_the_csv_rows(timing_run):
@@ -129,7 +129,7 @@ def networkx_critical_path(records: list, overhead: dict, launches: list[int]) -
     columnar walk), with its share per stage."""
     import networkx as nx
 
-    from tfa_sim.analysis import SINK, SOURCE, task_graph
+    from tfa_sim.views.analysis import SINK, SOURCE, task_graph
 
     g = task_graph(records, overhead, launches)
     dist, back = {}, {}
@@ -160,7 +160,7 @@ def networkx_critical_path(records: list, overhead: dict, launches: list[int]) -
 def test_columnar_critical_path_equals_the_networkx_walk(overrides):
     import dataclasses
 
-    from tfa_sim.analysis import critical_path_report
+    from tfa_sim.views.analysis import critical_path_report
 
     config = load_config(None, None, ["numerics.enabled=false", *overrides])
     hw = load_hardware(config.hardware)

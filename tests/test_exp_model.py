@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfa_sim.numerics import EXP_MAX_ULP, exp_tfa
+from tfa_sim.numerics.rounding import EXP_MAX_ULP, exp_tfa
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:

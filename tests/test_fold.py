@@ -1,16 +1,16 @@
-"""Folded timing-only runs (tfa_sim.fold) against the full simulation of the same launch."""
+"""Folded timing-only runs (tfa_sim.sim.fold) against the full simulation of the same launch."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from tfa_sim.config import build_config
 from tfa_sim.engine.report import timing_summary
-from tfa_sim.errors import InputError
-from tfa_sim.fold import cuts, simulate_folded
-from tfa_sim.hardware import load_hardware
-from tfa_sim.simulation import launches, simulate
+from tfa_sim.sim.fold import cuts, simulate_folded
+from tfa_sim.sim.simulation import launches, simulate
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 DECODE = {"heads": 32, "kv_heads": 8, "s0": 1}
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from tfa_sim.backends import get_backend
-from tfa_sim.compare import compare
-from tfa_sim.config import load_config
-from tfa_sim.functional import run_functional
-from tfa_sim.golden import fp16_values, kernel_golden, reference_attention
-from tfa_sim.inputs import generate_inputs
+from tfa_sim.numerics.compare import compare
+from tfa_sim.numerics.golden import fp16_values, kernel_golden, reference_attention
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.sim.functional import run_functional
+from tfa_sim.spec.load import load_config
 
 H, S0, S1 = 128, 128, 1024
 REF_FILES = {  # name: (dtype, shape)
@@ -89,7 +89,7 @@ def test_comparison_rule_counts():
 def test_comparison_in_chunks_equals_the_comparison_at_once(monkeypatch, chunk):
     """compare() works in chunks of COMPARE_CHUNK elements: every field (counts, maxima, the first failure) equals
     the one-chunk result, with failures, NaNs, infs, zeros and near-zeros spread over several chunks."""
-    from tfa_sim import compare as module
+    from tfa_sim.numerics import compare as module
 
     rng = np.random.default_rng(5)
     exp = rng.standard_normal((3, 50, 64)).astype(np.float32)
@@ -130,7 +130,7 @@ def test_kernel_golden_in_row_chunks_records_what_the_whole_head_does(monkeypatc
     """GOLDEN_ROWS bounds the rows per call.  In chunks of 48 rows (the last one short) of a causal case with two
     heads, every recorded intermediate and O agree with the whole-head recurrence up to BLAS's last-bit rounding
     (a chunk filed at the wrong rows, or masked from the wrong first row, would differ by whole values)."""
-    from tfa_sim import golden
+    from tfa_sim.numerics import golden
 
     config = load_config(overrides=["case.causal=true", "case.s0=200", "case.s1=512", "case.heads=2"])
     inputs = generate_inputs(config)

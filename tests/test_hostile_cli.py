@@ -178,7 +178,7 @@ def test_case_name_cannot_place_the_run_directory(tmp_path):
 
 
 def test_case_and_gen_data_names_cannot_reach_files_outside_the_shipped_configs(tmp_path):
-    from tfa_sim.config import CONFIG_DIR
+    from tfa_sim.spec.config import CONFIG_DIR
 
     evil = tmp_path / "evil.toml"
     evil.write_text("[case]\ns0 = 128\ns1 = 256\n")

@@ -166,8 +166,8 @@ def test_damaged_dump_file(run_dir, content):
 
 
 def default_inputs(directory: Path) -> Path:
-    from tfa_sim.config import load_config
-    from tfa_sim.inputs import generate_inputs
+    from tfa_sim.numerics.inputs import generate_inputs
+    from tfa_sim.spec.load import load_config
 
     directory.mkdir()
     inputs = generate_inputs(load_config(overrides=["case.s1=256"]))

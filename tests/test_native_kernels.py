@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfa_sim import numerics as nx
 from tfa_sim.backends import get_backend
 from tfa_sim.backends.native_backend import (
     NativeBackend,
@@ -23,7 +22,8 @@ from tfa_sim.backends.native_backend import (
     native_to_fp16,
 )
 from tfa_sim.backends.numpy_backend import NumpyBackend
-from tfa_sim.errors import InputError
+from tfa_sim.numerics import rounding as nx
+from tfa_sim.spec.errors import InputError
 
 F16 = np.float16
 F32 = np.float32
@@ -424,7 +424,7 @@ def test_unknown_exp_model_is_an_input_error():
 
 
 def test_missing_extension_is_an_input_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tfa_sim._native", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "tfa_sim.backends._native", None)  # makes the import fail
     with pytest.raises(InputError, match="native backend not built"):
         NativeBackend()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfa_sim import numerics as nx
+from tfa_sim.numerics import rounding as nx
 
 F32 = np.float32
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from test_numerics import scalar_row_sum
 
-from tfa_sim import numerics as nx
 from tfa_sim.backends.native_backend import NativeBackend
 from tfa_sim.backends.numpy_backend import NumpyBackend
-from tfa_sim.compare import compare
+from tfa_sim.numerics import rounding as nx
+from tfa_sim.numerics.compare import compare
 
 F16, F32, BF16 = np.float16, np.float32, np.dtype(ml_dtypes.bfloat16)
 BACKENDS = {"numpy": NumpyBackend, "native": NativeBackend}

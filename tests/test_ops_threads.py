@@ -7,12 +7,12 @@ import threading
 import numpy as np
 import pytest
 
-from tfa_sim.config import build_config
+from tfa_sim.api.runner import prepare_numerics, run
 from tfa_sim.engine import ops
-from tfa_sim.errors import InputError
-from tfa_sim.hardware import load_hardware
-from tfa_sim.runner import prepare_numerics, run
-from tfa_sim.simulation import simulate
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 # short last block (S0 = 300), GQA, split-S1 with its combine launch: every kind of block and launch
 CASE = {"s0": 300, "s1": 1024, "heads": 4, "kv_heads": 2}
@@ -89,7 +89,7 @@ def test_an_error_in_a_workers_step_reaches_the_caller(monkeypatch):
     ("native", 3, True, 2, 3),  # an explicit count is taken as given
 ])
 def test_default_workers_leave_the_goldens_child_a_cpu(monkeypatch, backend, threads, forked, cpus, expected):
-    from tfa_sim import simulation
+    from tfa_sim.sim import simulation
 
     monkeypatch.setattr(simulation, "spare_cpus", lambda: cpus)
     config = build_config({"numerics": {"backend": backend, "threads": threads}})
@@ -98,7 +98,7 @@ def test_default_workers_leave_the_goldens_child_a_cpu(monkeypatch, backend, thr
 
 def test_a_run_tells_the_simulation_that_its_goldens_are_forked(tmp_path, monkeypatch):
     """runner.started passes ``goldens_forked`` exactly when it has forked the goldens' child."""
-    from tfa_sim import runner
+    from tfa_sim.api import runner
 
     seen = []
     real = runner.simulate

@@ -1,12 +1,12 @@
-"""tfa_sim.parallel: each sweep worker's share of the CPUs, and work forked from inside a worker."""
+"""tfa_sim.sim.parallel: each sweep worker's share of the CPUs, and work forked from inside a worker."""
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from tfa_sim.parallel import Forked, can_fork, spare_cpus
-from tfa_sim.sweep.pool import WorkerPool
+from tfa_sim.explore.sweep.pool import WorkerPool
+from tfa_sim.sim.parallel import Forked, can_fork, spare_cpus
 
 
 def share_and_fork(_item: object) -> tuple[int, object]:

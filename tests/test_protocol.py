@@ -6,14 +6,14 @@ import pytest
 from conftest import slow_vector
 
 from tfa_sim.backends import get_backend
-from tfa_sim.config import load_config
-from tfa_sim.costs import compute_gu_ops, compute_p_ops
 from tfa_sim.engine.simpy_adapter import run
-from tfa_sim.errors import ScheduleError
-from tfa_sim.functional import run_functional
-from tfa_sim.hardware import load_hardware
-from tfa_sim.inputs import generate_inputs
-from tfa_sim.simulation import simulate
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.sim.functional import run_functional
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.costs import compute_gu_ops, compute_p_ops
+from tfa_sim.spec.errors import ScheduleError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
 from tfa_sim.stages.block_kernel import Numerics
 
 

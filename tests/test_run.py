@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tfa_sim import cli
-from tfa_sim.compare import Comparison
-from tfa_sim.config import load_config
-from tfa_sim.inputs import generate_inputs
+from tfa_sim.numerics.compare import Comparison
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.spec.load import load_config
 
 
 def tfa(*args, cwd=None):
@@ -99,7 +99,7 @@ def test_timing_only_run(tmp_path):
 
 def test_failed_golden_comparison_exits_1(tmp_path, monkeypatch):
     failing = Comparison(False, 1, 1, 0, 0, 1.0, 1.0, 0)
-    monkeypatch.setattr("tfa_sim.runner.compare", lambda *a, **k: failing)
+    monkeypatch.setattr("tfa_sim.api.runner.compare", lambda *a, **k: failing)
     assert cli.main(["run", "--out", str(tmp_path / "f")]) == 1
 
 
@@ -120,7 +120,9 @@ def _recording(fn, name, seen):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_numerics_run_with_the_configured_blas_threads(monkeypatch, threads):
     """Simulation, functional model and goldens see numerics.blas_threads; the caller's setting comes back."""
-    from tfa_sim import functional, golden, runner
+    from tfa_sim.api import runner
+    from tfa_sim.numerics import golden
+    from tfa_sim.sim import functional
 
     before, seen = _blas_threads(), []
     for owner, name in ((runner, "simulate"), (golden.Reference, "__call__"), (functional, "run_block"),
@@ -151,8 +153,8 @@ def _shared(monkeypatch, runner):
 
 
 def test_the_goldens_from_a_forked_child_equal_the_goldens_computed_in_process(monkeypatch):
-    from tfa_sim import runner
-    from tfa_sim.shared_goldens import CHILD
+    from tfa_sim.api import runner
+    from tfa_sim.numerics.shared_goldens import CHILD
 
     config = load_config(overrides=["case.s1=1024", "numerics.seed=11"])
     made = _shared(monkeypatch, runner)
@@ -165,7 +167,7 @@ def test_the_goldens_from_a_forked_child_equal_the_goldens_computed_in_process(m
 
 
 def test_a_failed_simulation_stops_the_goldens_child(monkeypatch):
-    from tfa_sim import runner
+    from tfa_sim.api import runner
 
     def fail(*_args, **_kwargs):
         raise RuntimeError("simulated failure")
@@ -197,7 +199,8 @@ sys.exit(main())
 @pytest.mark.parametrize("env, expected", [({}, "False [1]"), ({"OPENBLAS_NUM_THREADS": "2"}, "True [2]")])
 def test_the_command_starts_blas_with_one_thread_unless_the_user_says(tmp_path, env, expected):
     """tfa-sim's own process starts OpenBLAS with one thread, which numerics.blas_threads = 1 then needs no
-    threadpoolctl for (tfa_sim/blas.py); the user's variable wins, and threadpoolctl sets the config's count."""
+    threadpoolctl for (tfa_sim/numerics/blas.py); the user's variable wins, and threadpoolctl sets the config's
+    count."""
     clean = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     r = subprocess.run([sys.executable, "-c", REPORT_BLAS, "run", "--set", "case.s1=512", "--no-event-log", "--out",
                         "r"], capture_output=True, text=True, cwd=tmp_path, timeout=120, env={**clean, **env})
@@ -222,7 +225,7 @@ def test_commands_import_only_what_they_use(tmp_path, argv, absent):
 def test_a_forked_trace_writer_writes_the_trace_this_process_would(tmp_path, monkeypatch, window):
     """trace.json from the forked child (its own counters: the window's pools only) equals the one written in
     process, byte for byte, with and without a window of cores; a child that fails leaves the work to the run."""
-    from tfa_sim import runner
+    from tfa_sim.api import runner
 
     config = load_config(overrides=["case.s0=512", "case.s1=2048", "numerics.enabled=false"],
                          values=[("hardware", "preset", "910b2")])

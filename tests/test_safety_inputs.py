@@ -7,8 +7,8 @@ import json
 import numpy as np
 from test_hostile_cli import assert_refused, tfa
 
-from tfa_sim.config import load_config
-from tfa_sim.inputs import generate_inputs
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.spec.load import load_config
 
 SHAPE = ["--set", "case.s1=512"]
 

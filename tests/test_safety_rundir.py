@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from test_hostile_cli import assert_refused, tfa
 
-from tfa_sim.config import load_config
-from tfa_sim.inputs import generate_inputs
-from tfa_sim.outputs import read_events
-from tfa_sim.runner import compute
+from tfa_sim.api.runner import compute
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.rundir.outputs import read_events
+from tfa_sim.spec.load import load_config
 
 SMALL = ["--set", "case.s1=256"]
 
@@ -116,7 +116,7 @@ def test_a_failed_write_leaves_no_complete_looking_run_and_can_be_rerun(tmp_path
     def disk_full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("tfa_sim.runner.write_trace", disk_full)
+    monkeypatch.setattr("tfa_sim.api.runner.write_trace", disk_full)
     assert_refused(tfa("run", *SMALL, "--out", str(out)), "No space left on device")
     assert not (out / "summary.json").exists()
     monkeypatch.undo()

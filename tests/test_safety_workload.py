@@ -4,12 +4,12 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tfa_sim.blocks import make_blocks
-from tfa_sim.config import build_config
-from tfa_sim.errors import InputError
-from tfa_sim.hardware import load_hardware
-from tfa_sim.simulation import simulate
-from tfa_sim.workload import floor_sum, instruction_groups, selected_tiles
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.blocks import make_blocks
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
+from tfa_sim.spec.workload import floor_sum, instruction_groups, selected_tiles
 
 
 @given(st.integers(0, 60), st.integers(1, 40), st.integers(0, 80), st.integers(0, 80))

@@ -1,4 +1,4 @@
-"""The goldens shared between a forked child and the run (tfa_sim/shared_goldens.py): the same bits as the
+"""The goldens shared between a forked child and the run (tfa_sim/numerics/shared_goldens.py): the same bits as the
 goldens computed alone, whoever computes which unit, and nothing lost when the child dies."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
-from tfa_sim import shared_goldens
-from tfa_sim.config import load_config
-from tfa_sim.golden import kernel_golden, reference_attention
-from tfa_sim.inputs import generate_inputs
-from tfa_sim.shared_goldens import CHILD, PENDING, RUN, SharedGoldens
+from tfa_sim.numerics import shared_goldens
+from tfa_sim.numerics.golden import kernel_golden, reference_attention
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.numerics.shared_goldens import CHILD, PENDING, RUN, SharedGoldens
+from tfa_sim.spec.load import load_config
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from tfa_sim.cli import main
-from tfa_sim.config import CONFIG_DIR
-from tfa_sim.sweep import read_results, sweep_report
+from tfa_sim.explore.sweep import read_results, sweep_report
+from tfa_sim.spec.config import CONFIG_DIR
 
 PRELOAD_TILING = CONFIG_DIR / "sweeps" / "preload_tiling.toml"
 #: 2 × 3 × 2 = 12 quick points (S0 128, one block each); qk_preload 4 with tile_s1 256 is the kernel default

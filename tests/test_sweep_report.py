@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_sweep import run_main
 
-from tfa_sim.sweep import point_key, sweep_report
-from tfa_sim.sweep.plots import label_color
-from tfa_sim.sweep.schema import SCHEMA
+from tfa_sim.explore.sweep import point_key, sweep_report
+from tfa_sim.explore.sweep.plots import label_color
+from tfa_sim.explore.sweep.schema import SCHEMA
 
 AXES = ["tiling.tile_s1", "schedule.qk_preload", "case.s1"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_sweep import TINY, run_main, sweep_cli, write
 
-from tfa_sim.sweep import load_sweep, points, read_results
-from tfa_sim.sweep.execute import TEST_SIGNAL_ENV
-from tfa_sim.sweep.pool import WorkerPool
+from tfa_sim.explore.sweep import load_sweep, points, read_results
+from tfa_sim.explore.sweep.execute import TEST_SIGNAL_ENV
+from tfa_sim.explore.sweep.pool import WorkerPool
 
 
 def _interruptible() -> None:
@@ -188,7 +188,7 @@ def test_workers_die_with_a_killed_parent(tmp_path):
 
 def test_the_portable_fallback_exits_when_the_parent_dies(tmp_path):
     """The watcher used where PR_SET_PDEATHSIG is not available: a child of a killed process exits."""
-    script = ("import os, sys, time\nfrom tfa_sim.parallel import watch_parent\nparent = os.getpid()\n"
+    script = ("import os, sys, time\nfrom tfa_sim.sim.parallel import watch_parent\nparent = os.getpid()\n"
               "child = os.fork()\nif child == 0:\n    watch_parent(parent, 0.02)\n"
               "print(child, flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

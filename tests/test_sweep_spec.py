@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_sweep import TINY, run_main, write
 
-from tfa_sim.sweep import load_sweep, point_at, read_results
-from tfa_sim.sweep.points import indices
-from tfa_sim.sweep.spec import axis_values
+from tfa_sim.explore.sweep import load_sweep, point_at, read_results
+from tfa_sim.explore.sweep.points import indices
+from tfa_sim.explore.sweep.spec import axis_values
 
 AXIS = '[axes]\n"schedule.qk_preload" = [2, 4]\n'
 

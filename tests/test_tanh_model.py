@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from test_native_kernels import assert_bits_equal, bits_range, f32_bits_of, f32_from_bits
 
-from tfa_sim import numerics as nx
 from tfa_sim.backends.native_backend import native_tanh
+from tfa_sim.numerics import rounding as nx
 
 F32 = np.float32
 CHUNK = 1 << 22

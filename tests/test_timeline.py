@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import REFERENCE_CASES
 
-from tfa_sim.analysis import critical_path_report, plan
-from tfa_sim.config import load_config
 from tfa_sim.engine.report import timing_summary
-from tfa_sim.hardware import load_hardware
-from tfa_sim.outputs import read_events, read_summary
-from tfa_sim.simulation import simulate
-from tfa_sim.timeline import STAGES, Bar, RunView, make_view, render
+from tfa_sim.rundir.outputs import read_events, read_summary
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import load_config
+from tfa_sim.views.analysis import critical_path_report, plan
+from tfa_sim.views.timeline import STAGES, Bar, RunView, make_view, render
 
 UNIT = re.compile(r"^core\d+\.(cubecore0|veccore[01])$")
 PIPES = {"cubecore0": {"dispatch", "MTE2", "MTE1", "M", "FIX"}, "veccore0": {"MTE2", "V", "MTE3"},
@@ -307,7 +307,7 @@ def test_svg_escapes_text_and_drops_tooltips_of_crowded_views(p4, tmp_path):
     (0.0012, 0.0031, [0.0015, 0.002, 0.0025, 0.003]),  # span / 8 = 2.4e-4: the next round step is 5e-4
 ])
 def test_nice_ticks(lo, hi, ticks):
-    from tfa_sim.svg_timeline import nice_ticks, tick_label
+    from tfa_sim.views.svg_timeline import nice_ticks, tick_label
 
     got = nice_ticks(lo, hi)
     assert got == pytest.approx(ticks)

@@ -12,8 +12,8 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TracePacket, TrackEvent
 from test_hostile_cli import assert_refused, tfa
 
-from tfa_sim.events import read_log
-from tfa_sim.units import parse_unit
+from tfa_sim.rundir.outputs import read_log
+from tfa_sim.spec.units import parse_unit
 
 
 def export(run: Path, out: Path, *argv: str) -> str:
@@ -174,7 +174,7 @@ def test_an_unknown_format_is_one_line(timing_run, tmp_path):
 
 def test_rounding_keeps_both_ends_of_a_slice_in_order():
     """Cycle values whose ns fall on .5 and on either side of it round by one rule, so end ≥ begin always."""
-    from tfa_sim.perfetto_trace import ns
+    from tfa_sim.views.perfetto_trace import ns
 
     cycles = np.array([0.0, 0.9, 1.0, 1.1, 2.5, 2.5000001, 3.0, 1e9 + 0.5])
     got = ns(cycles, 2000.0)  # 0.5 ns a cycle

@@ -11,14 +11,14 @@ import pytest
 from conftest import split_combine_by_hand
 
 from tfa_sim.backends import get_backend
-from tfa_sim.blocks import make_blocks, order_blocks
-from tfa_sim.compare import compare, rule_eps
-from tfa_sim.config import build_config
-from tfa_sim.functional import run_functional
-from tfa_sim.golden import kernel_golden, reference_attention
-from tfa_sim.hardware import load_hardware
-from tfa_sim.inputs import generate_inputs
-from tfa_sim.simulation import simulate
+from tfa_sim.numerics.compare import compare, rule_eps
+from tfa_sim.numerics.golden import kernel_golden, reference_attention
+from tfa_sim.numerics.inputs import generate_inputs
+from tfa_sim.sim.functional import run_functional
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.blocks import make_blocks, order_blocks
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 from tfa_sim.stages.block_kernel import Numerics
 
 F32 = np.float32
@@ -308,7 +308,7 @@ def test_split_run_timeline_shows_the_combine(tmp_path):
                         "case.s1=4096", "--set", "schedule.s1_split=4", "--out", str(run)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    from tfa_sim.outputs import read_events
+    from tfa_sim.rundir.outputs import read_events
 
     assert any(e.stage == "combine" for e in read_events(run / "events.csv"))
     r = subprocess.run([sys.executable, "-m", "tfa_sim", "timeline", str(run), "--by", "stage", "-o",

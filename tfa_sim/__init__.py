@@ -1,4 +1,39 @@
-"""tfa-sim: a bit-accurate, timed simulator of the tiled FlashAttention (TFA) kernel
-of Ascend A2/A3 NPUs.  See README.md for the tour and ``tfa-sim --help``."""
+"""tfa-sim: a bit-accurate, timed simulator of the tiled FlashAttention (TFA) kernel of Ascend A2/A3 NPUs.
 
-__version__ = "0.1.0"
+The command is ``tfa-sim`` (README.md, ``tfa-sim --help``); the same as a library (README "Python API")::
+
+    import tfa_sim
+    r = tfa_sim.run(case="case_float_H_128_S0_128_S1_1024", overrides={"schedule.qk_preload": 2})
+    r.time_us, r.o, r.events.to_pandas(), r.timeline()
+
+Bad arguments raise :class:`TfaSimError` with the line the command prints.  The names are imported when
+first used: ``import tfa_sim`` stays light, and the command can set BLAS's threads before numpy loads.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tfa_sim.api import __version__
+
+__all__ = ["Config", "Events", "InputError", "Result", "ScheduleError", "TfaSimError", "__version__", "check",
+           "load_config", "run", "sweep"]
+#: Where each name of the API is defined.
+_MODULES = {"tfa_sim.api.library": ("check", "load_config", "run", "sweep"), "tfa_sim.api.result": ("Events", "Result"),
+            "tfa_sim.spec.config": ("Config",), "tfa_sim.spec.errors": ("InputError", "ScheduleError", "TfaSimError")}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+
+if TYPE_CHECKING:
+    from tfa_sim.api.library import check, load_config, run, sweep
+    from tfa_sim.api.result import Events, Result
+    from tfa_sim.spec.config import Config
+    from tfa_sim.spec.errors import InputError, ScheduleError, TfaSimError
+
+
+def __getattr__(name: str) -> Any:
+    """An API name, imported from its module on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tfa_sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

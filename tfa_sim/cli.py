@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tfa_sim.config import Config, load_config, parse_span
-from tfa_sim.errors import InputError, TfaError
-from tfa_sim.rundir import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.safety import check_name, check_path, is_name, os_problem, plain, show
+from tfa_sim import __version__
+from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
+from tfa_sim.spec.config import Config, parse_override, parse_span
+from tfa_sim.spec.errors import InputError, TfaSimError
+from tfa_sim.spec.safety import check_name, check_path, os_problem, show
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,38 +33,30 @@ def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
 
 
-def _hw_setting(text: str) -> tuple[str, str, str]:
-    """``--hw``: a shipped preset's name, or the path of a preset file."""
-    from tfa_sim.hardware import preset_names
-
-    if text in preset_names():
-        return "hardware", "preset", text
-    if os.path.lexists(text):
-        return "hardware", "file", text  # hardware.py reads regular files only
-    if is_name(text) and not text.endswith(".toml"):
-        return "hardware", "preset", text  # an unknown preset: hardware.py lists the known ones
-    raise InputError(f"--hw {plain(text)} is neither a preset ({', '.join(preset_names())}) nor an existing preset "
-                     f"file")
+def _overrides(texts: list[str]) -> dict[str, Any]:
+    """``--set SECTION.KEY=VALUE`` options as the API's overrides, ``{"section.key": value}``."""
+    return {f"{section}.{key}": value for section, key, value in map(parse_override, texts)}
 
 
 def _config_from(args: argparse.Namespace) -> Config:
-    values: list[tuple[str, str, Any]] = []
-    if getattr(args, "no_numerics", False):
-        values.append(("numerics", "enabled", False))
-    if getattr(args, "intermediate_check", False):
-        values.append(("numerics", "intermediate_check", True))
+    """``tfa-sim run``'s config: CONFIG or --case, --set, then the options that set config keys."""
+    from tfa_sim.api.library import load_config
+
+    overrides = _overrides(args.overrides)
+    if args.no_numerics:
+        overrides["numerics.enabled"] = False
+    if args.intermediate_check:
+        overrides["numerics.intermediate_check"] = True
     for flag in ("blocks", "tiles"):
-        text = getattr(args, flag, None)
+        text = getattr(args, flag)
         if text is not None:
             parse_span(text, f"--{flag}")
-            values.append(("numerics", f"dump_{flag}", text))
-    if args.hw is not None:
-        values.append(_hw_setting(args.hw))
+            overrides[f"numerics.dump_{flag}"] = text
     if args.backend:
-        values.append(("numerics", "backend", args.backend))
-    if getattr(args, "mask", None):
-        values.append(("case", "mask", args.mask))
-    return load_config(getattr(args, "config", None), args.case, args.overrides, values)
+        overrides["numerics.backend"] = args.backend
+    if args.mask:
+        overrides["case.mask"] = args.mask
+    return load_config(args.config, case=args.case, overrides=overrides, hw=args.hw)
 
 
 #: A run with more instruction groups than this exits without tearing down its heap (see :func:`cmd_run`).
@@ -74,8 +66,9 @@ FAST_EXIT_INSTRUCTIONS = 100_000
 def cmd_run(args: argparse.Namespace) -> int:
     import gc
 
-    from tfa_sim.runner import format_summary, run
-    from tfa_sim.workload import instruction_groups
+    from tfa_sim.api.library import run
+    from tfa_sim.api.runner import format_summary
+    from tfa_sim.spec.workload import instruction_groups
 
     window = _core_span(args.trace_window, "--trace-window") if args.trace_window else None
     config = _config_from(args)
@@ -87,9 +80,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     fast_exit = args.fast_exit and not args.fold and instruction_groups(config) > FAST_EXIT_INSTRUCTIONS
     if fast_exit:
         gc.disable()
-    result = run(config, args.inputs, args.out, event_log=not args.no_event_log, fold=args.fold,
+    result = run(config, inputs=args.inputs, out=args.out or True, event_log=not args.no_event_log, fold=args.fold,
                  events_csv=args.events_csv, trace_window=window)
-    print(format_summary(result))
+    assert result.out_dir is not None, "out= writes the run directory"
+    print(format_summary(result.summary, result.out_dir))
     code = 0 if result.passed else 1
     if fast_exit:  # every file is written, renamed into place and closed, the lock released: run() has returned
         sys.stdout.flush()
@@ -107,16 +101,17 @@ def _core_span(text: str, flag: str) -> tuple[int, int]:
 
 
 #: ``tfa-sim trace --format``: what each writes, and the --out suffixes that choose it when --format is not given.
-TRACE_FORMATS = {"json": "Chrome JSON", "perfetto": "Perfetto protobuf"}
-TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".pb": "perfetto"}
+TRACE_FORMATS = {"json": "Chrome JSON", "perfetto": "Perfetto protobuf", "parquet": "Parquet table of the events"}
+TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".pb": "perfetto",
+                  ".parquet": "parquet"}
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from tfa_sim.events import read_log
-    from tfa_sim.outputs import EVENTS_NPZ, read_summary
-    from tfa_sim.perfetto_trace import write_perfetto
-    from tfa_sim.runner import trace_metadata
-    from tfa_sim.trace import write_trace
+    from tfa_sim.api.runner import trace_metadata
+    from tfa_sim.rundir.event_table import write_parquet
+    from tfa_sim.rundir.outputs import EVENTS_NPZ, read_log, read_summary
+    from tfa_sim.views.perfetto_trace import write_perfetto
+    from tfa_sim.views.trace import write_trace
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
     cores = _core_span(args.cores, "--cores") if args.cores else None
@@ -131,6 +126,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     fmt = args.format or TRACE_SUFFIXES.get(out.suffix.lower(), "json")
     if fmt == "perfetto":
         write_perfetto(out, log, summary["clock_mhz"], rows)
+    elif fmt == "parquet":
+        write_parquet(out, log, rows)
     else:
         write_trace(out, log, summary["clock_mhz"], trace_metadata(summary), rows)
     print(f"tfa-sim trace: {len(rows)} of {len(log)} events → {out} ({TRACE_FORMATS[fmt]})")
@@ -138,16 +135,18 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_data(args: argparse.Namespace) -> int:
-    from tfa_sim.golden import kernel_golden
-    from tfa_sim.inputs import generate_inputs, write_input_bins
-    from tfa_sim.memory import gen_data_parts, require
-    from tfa_sim.rundir import RunDir
+    from tfa_sim.api.library import load_config
+    from tfa_sim.numerics.golden import kernel_golden
+    from tfa_sim.numerics.inputs import generate_inputs, write_input_bins
+    from tfa_sim.rundir.directory import RunDir
+    from tfa_sim.rundir.memory import gen_data_parts, require
 
     text = args.case_or_config
     is_file = text.endswith((".toml", ".yaml", ".yml"))
     if not is_file:
         check_name(text, "gen-data CASE", "give a shipped case's name or a config file (.toml/.yaml)")
-    config = load_config(text if is_file else None, None if is_file else text, args.overrides)
+    config = load_config(text if is_file else None, case=None if is_file else text,
+                         overrides=_overrides(args.overrides))
     require(gen_data_parts(config), config.numerics.mem_limit_gib, "gen-data")
     with RunDir(args.out, "--out", "gen-data") as rd, rd.stage() as staged:
         inputs = generate_inputs(config)
@@ -161,7 +160,7 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tfa_sim.calibrate import (
+    from tfa_sim.explore.calibrate import (
         Simulator,
         calibration_record,
         cross_validate,
@@ -172,8 +171,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         sensitivity,
         write_presets,
     )
-    from tfa_sim.outputs import new_run_dir, write_json
-    from tfa_sim.rundir import atomic_write
+    from tfa_sim.rundir.directory import atomic_write
+    from tfa_sim.rundir.outputs import new_run_dir, write_json
 
     points = select_points(args.points, args.exclude, args.kernel)
     print(f"tfa-sim calibrate: fitting to {len(points)} measured points of kernel {points[0].kernel}…", flush=True)
@@ -199,42 +198,34 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tolerance(value: float | None, option: str, zero_ok: bool = True) -> float | None:
-    """A tolerance option: finite and ≥ 0 (> 0 unless ``zero_ok``)."""
-    if value is not None and (not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok)):
-        raise InputError(f"{option} {value!r}: give a finite number {'≥' if zero_ok else '>'} 0")
-    return value
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    from tfa_sim.check import check_run, format_report
+    from tfa_sim.api.library import check
+    from tfa_sim.views.check import format_report
 
     stages = [s for item in args.stage or [] for s in item.split(",") if s]
-    eps = _tolerance(args.eps, "--eps", zero_ok=False)
-    atol, rtol = _tolerance(args.atol, "--atol"), _tolerance(args.rtol, "--rtol")
-    mem = _tolerance(args.mem_limit_gib, "--mem-limit-gib")
-    run_dir = check_path(args.run_dir, "RUN_DIR")
-    golden = check_path(args.golden, "--golden") if args.golden is not None else None
-    report = check_run(run_dir, golden, eps or 0.0, atol, rtol, stages, mem or 0.0)
+    report = check(args.run_dir, golden=args.golden, eps=args.eps, atol=args.atol, rtol=args.rtol, stages=stages,
+                   mem_limit_gib=args.mem_limit_gib)
     print(format_report(report))
-    print(f"wrote {run_dir / 'check.json'}")
+    print(f"wrote {Path(args.run_dir) / 'check.json'}")
     return 0 if report["passed"] else 1
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.sweep import format_sweep_report, run_sweep, sweep_report
+    from tfa_sim.api.library import sweep
+    from tfa_sim.explore.sweep import default_out, format_sweep_report, sweep_report
 
-    out, rows = run_sweep(args.file, args.out, args.jobs, args.executor, args.scheduler,
-                          progress=not args.no_progress)
+    out = Path(args.out) if args.out else default_out(args.file)
+    points = sweep(args.file, jobs=args.jobs, out=out, executor=args.executor, scheduler=args.scheduler,
+                   progress=not args.no_progress)
     report = sweep_report(out, plots=not args.no_plots)
-    print(f"tfa-sim sweep: {len(rows)} points in {out}/results.jsonl (+ results.csv): "
+    print(f"tfa-sim sweep: {len(points)} points in {out}/results.jsonl (+ results.csv): "
           + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
     print(format_sweep_report(report))
     return 0
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
-    from tfa_sim.sweep import format_sweep_report, sweep_report
+    from tfa_sim.explore.sweep import format_sweep_report, sweep_report
 
     print(format_sweep_report(sweep_report(args.dir, plots=not args.no_plots)))
     return 0
@@ -242,8 +233,8 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
     """Render ``views`` to ``-o`` atomically (the user named the file: it is replaced)."""
-    from tfa_sim.rundir import atomic_write_via
-    from tfa_sim.timeline import render
+    from tfa_sim.rundir.directory import atomic_write_via
+    from tfa_sim.views.timeline import render
 
     out = check_path(path, "-o")
     if out.suffix.lower() not in (".svg", ".png", ".html"):
@@ -253,8 +244,8 @@ def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tfa_sim.rundir import RunDir
-    from tfa_sim.timeline import load_view, parse_cores
+    from tfa_sim.rundir.directory import RunDir
+    from tfa_sim.views.timeline import load_view, parse_cores
 
     runs = list(args.run_dirs) + list(args.compare or [])
     if not runs:
@@ -277,7 +268,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 def _plan_units(text: str) -> dict[str, int]:
     """``--units cube.M=2,vec.V=2`` → servers per pipe kind (1…64 each)."""
-    from tfa_sim.units import PIPES
+    from tfa_sim.spec.units import PIPES
 
     known = [f"{kind}.{pipe}" for kind, pipes in PIPES.items() for pipe in pipes]
     units = {}
@@ -290,10 +281,10 @@ def _plan_units(text: str) -> dict[str, int]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tfa_sim.analysis import plan
-    from tfa_sim.engine.chip import DISPATCH
-    from tfa_sim.outputs import events_file, read_events, read_summary
-    from tfa_sim.timeline import make_view, planned
+    from tfa_sim.rundir.events import DISPATCH
+    from tfa_sim.rundir.outputs import events_file, read_events, read_summary
+    from tfa_sim.views.analysis import plan
+    from tfa_sim.views.timeline import make_view, planned
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
     units = _plan_units(args.units or "") if args.resources == "pipes" else None
@@ -380,12 +371,14 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--by", choices=("pipe", "stage", "unit"), help="lanes per pipe, per stage band, or per unit")
     p.add_argument("--arrows", action="store_true", help="draw FIFO hand-offs between units")
     p.set_defaults(func=cmd_timeline)
-    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome JSON or a Perfetto trace")
+    p = sub.add_parser("trace", help="export a window of a run's event log as Chrome JSON, a Perfetto trace or "
+                       "a Parquet table")
     p.add_argument("run_dir")
     p.add_argument("--cores", help="cores a:b (a ≤ core < b; default all)")
     p.add_argument("--tiles", help="logical tiles a:b (a ≤ tile < b; default all; dispatch spans have none)")
-    p.add_argument("--format", choices=tuple(TRACE_FORMATS), help="json (Chrome trace events) or perfetto (protobuf); "
-                   "default: perfetto for --out .pftrace, .perfetto-trace or .pb, else json")
+    p.add_argument("--format", choices=tuple(TRACE_FORMATS), help="json (Chrome trace events), perfetto (protobuf) "
+                   "or parquet (one row per event, for pandas, polars, DuckDB); default: perfetto for --out "
+                   ".pftrace, .perfetto-trace or .pb, parquet for .parquet, else json")
     p.add_argument("--out", required=True, help="the file to write")
     p.set_defaults(func=cmd_trace)
     p = sub.add_parser("plan", help="ideal list schedule of a run's task graph, compared with the simulation")
@@ -410,6 +403,7 @@ def _explore_parsers(sub: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tfa-sim", description="Simulate the tiled FlashAttention kernel of "
                                      "Ascend A2/A3 NPUs: bit-accurate outputs and schedule timing.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parsers(sub)
     _explore_parsers(sub)
@@ -421,12 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.fast_exit = argv is None  # the process's own command line: nothing runs after this command
     if args.fast_exit:
-        from tfa_sim.blas import start_single_threaded
+        from tfa_sim.numerics.blas import start_single_threaded
 
         start_single_threaded()  # before numpy is imported
     try:
         return args.func(args)
-    except TfaError as exc:
+    except TfaSimError as exc:
         return _fail(str(exc), exc.exit_code)
     except OSError as exc:  # the system refused something no check foresaw (a disk full, a file gone)
         where = f" ({exc.filename})" if exc.filename else ""
@@ -438,10 +432,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+#: Every character that ends a line (``str.splitlines``), as the escape an error line shows instead.
+LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
 def _fail(message: str, code: int) -> int:
-    """Print ``message`` as one line (newlines inside paths or values escaped)."""
-    text = message.replace("\r", "\\r").replace("\n", "\\n")
-    print(f"tfa-sim: error: {text}", file=sys.stderr)
+    """Print ``message`` as one line (line breaks inside paths or values escaped)."""
+    print(f"tfa-sim: error: {message.translate(LINE_BREAKS)}", file=sys.stderr)
     return code
 
 

@@ -4,7 +4,7 @@ Same signatures, dtypes and shapes as :class:`~tfa_sim.backends.numpy_backend.Nu
 every method returns fresh arrays.  Inputs may be non-contiguous views: they are
 made C-contiguous in the kernel's dtype (``np.ascontiguousarray``), with no other
 copies (``combine`` stacks its parts into one buffer).  fp16 and bf16 travel as
-uint16 bit patterns with an ``elem`` code.  The extension ``tfa_sim._native`` is
+uint16 bit patterns with an ``elem`` code.  The extension ``tfa_sim.backends._native`` is
 imported on first use.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim import numerics as nx
-from tfa_sim.backends import PResult, combine_parts, p_options
-from tfa_sim.errors import InputError
+from tfa_sim.backends.interface import PResult, combine_parts, p_options
+from tfa_sim.numerics import rounding as nx
+from tfa_sim.spec.errors import InputError
 
 F16 = np.float16
 F32 = np.float32
@@ -33,9 +33,9 @@ _NOT_BUILT = ("native backend not built: reinstall with `pip install .` on a mac
 
 
 def _native():
-    """The cffi module ``tfa_sim._native`` (``ffi``, ``lib``), or InputError if not built."""
+    """The cffi module ``tfa_sim.backends._native`` (``ffi``, ``lib``), or InputError if not built."""
     try:
-        return importlib.import_module("tfa_sim._native")
+        return importlib.import_module("tfa_sim.backends._native")
     except ImportError as exc:
         raise InputError(_NOT_BUILT) from exc
 
@@ -177,7 +177,7 @@ def native_exp(x: np.ndarray, model: str = "tfa") -> np.ndarray:
 
 
 def native_row_sum(x: np.ndarray) -> np.ndarray:
-    """numerics.row_sum of a 2-D fp32 tile, in C."""
+    """rounding.row_sum of a 2-D fp32 tile, in C."""
     mod = _native()
     x32 = _f32(x)
     rows, cols = x32.shape
@@ -187,7 +187,7 @@ def native_row_sum(x: np.ndarray) -> np.ndarray:
 
 
 def native_tanh(x: np.ndarray) -> np.ndarray:
-    """numerics.tanh_tfa of an fp32 array, in C (same shape, fresh fp32)."""
+    """rounding.tanh_tfa of an fp32 array, in C (same shape, fresh fp32)."""
     mod = _native()
     x32 = _f32(x)
     out = np.empty(x32.shape, F32)
@@ -196,7 +196,7 @@ def native_tanh(x: np.ndarray) -> np.ndarray:
 
 
 def native_narrow(x: np.ndarray, dtype: Any = F16) -> np.ndarray:
-    """numerics.narrow in C: fp32 → fp16 or bf16, round to nearest even (same shape)."""
+    """rounding.narrow in C: fp32 → fp16 or bf16, round to nearest even (same shape)."""
     dt = nx.check_out_dtype(dtype)
     mod = _native()
     x32 = _f32(x)
@@ -207,5 +207,5 @@ def native_narrow(x: np.ndarray, dtype: Any = F16) -> np.ndarray:
 
 
 def native_to_fp16(x: np.ndarray) -> np.ndarray:
-    """numerics.to_fp16 in C: fp32 → fp16, round to nearest even (same shape)."""
+    """rounding.to_fp16 in C: fp32 → fp16, round to nearest even (same shape)."""
     return native_narrow(x, F16)

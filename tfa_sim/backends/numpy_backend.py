@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim import numerics as nx
-from tfa_sim.backends import PResult, combine_parts, p_options
+from tfa_sim.backends.interface import PResult, combine_parts, p_options
+from tfa_sim.numerics import rounding as nx
 
 F32 = np.float32
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfa_sim.config import Config
+from tfa_sim.spec.config import Config
 
 FP16 = 2
 FP32 = 4

@@ -146,7 +146,7 @@ class Compute:
 
 
 class Dump:
-    """Hand rows ``row0…`` of a finished tile to the intermediate-check recorder (``tfa_sim.dumps``)."""
+    """Hand rows ``row0…`` of a finished tile to the intermediate-check recorder (``tfa_sim.rundir.dumps``)."""
 
     __slots__ = ("recorder", "name", "block", "t", "row0", "src", "slot")
 

@@ -29,7 +29,7 @@ import simpy
 from tfa_sim.buffers.data import Region, TileStore
 from tfa_sim.buffers.pools import Flag, HazardError
 from tfa_sim.engine.simpy_adapter import now
-from tfa_sim.units import LANES
+from tfa_sim.spec.units import LANES
 
 
 class GmFifo:

@@ -23,7 +23,7 @@ from typing import Any
 import simpy
 
 from tfa_sim.engine.simpy_adapter import call_at, now
-from tfa_sim.errors import ScheduleError
+from tfa_sim.spec.errors import ScheduleError
 
 #: Hardware cross-core flags count to 15 (a 4-bit counter).
 FLAG_MAX = 15

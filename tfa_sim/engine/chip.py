@@ -28,8 +28,9 @@ from tfa_sim.engine.issue import IssueStream, Program
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.pipes import Pipe, Stats
 from tfa_sim.engine.simpy_adapter import run
-from tfa_sim.errors import ScheduleError
-from tfa_sim.hardware import Hardware
+from tfa_sim.rundir.events import DISPATCH
+from tfa_sim.spec.errors import ScheduleError
+from tfa_sim.spec.hardware import Hardware
 
 
 class BlockRun(Protocol):
@@ -97,15 +98,11 @@ class SimResult:
     core_busy: list[float] = field(default_factory=list)  # per core of the first launch: dispatch + its blocks
     core_end: list[float] = field(default_factory=list)  # per core of the first launch: when its last block ended
     work: dict[str, int] = field(default_factory=dict)  # what the kernel's blocks issue (filled by the caller)
-    folded: Any = None  # a folded run (tfa_sim.fold): per launch its samples; or why a fold was refused
+    folded: Any = None  # a folded run (tfa_sim.sim.fold): per launch its samples; or why a fold was refused
 
     @property
     def time_us(self) -> float:
         return self.total_cycles / self.clock_mhz
-
-
-#: The stage and pipe name of a block's dispatch in the event log (drawn before each block on the AIC).
-DISPATCH = "dispatch"
 
 
 def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:

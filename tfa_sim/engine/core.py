@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import simpy
 
 from tfa_sim.engine.pipes import Pipe, Stats
-from tfa_sim.units import LANES, cube_unit, vec_unit
+from tfa_sim.spec.units import LANES, cube_unit, vec_unit
 
 
 class CubePipes(NamedTuple):

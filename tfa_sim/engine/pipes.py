@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import simpy
 
@@ -22,8 +22,8 @@ from tfa_sim.buffers.pools import Flag, Pending, Pool, Slot
 from tfa_sim.engine.gm import MISS, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import Alarm, now
-from tfa_sim.events import CAUSES, EventLog
-from tfa_sim.units import parse_unit
+from tfa_sim.rundir.events import CAUSES, EventLog
+from tfa_sim.spec.units import parse_unit
 
 #: A completion effect: called with the instruction that completes (a bound method of a buffer).
 Effect = Callable[["Instr"], None]
@@ -119,26 +119,6 @@ class Instr:
         return self._done
 
 
-class Record(NamedTuple):
-    """One executed instruction group of the event log (times in cycles), as a per-event view: the log itself
-    is columnar (:class:`tfa_sim.events.EventLog`); these are built from it for consumers that want rows."""
-
-    id: int
-    unit: str  # coreN.cubecore0 | coreN.veccoreA
-    pipe: str
-    stage: str
-    block: int
-    tile: int
-    sub: int  # sub-tile (cube) or row slice (vector)
-    kind: str
-    start: float
-    end: float
-    nbytes: int
-    flops: int
-    slots: dict[str, int]
-    deps: tuple[tuple[int, str, float, str], ...]  # (predecessor id, data|slot|credit, latency, via flag/slot)
-
-
 class Stats:
     """Aggregates shared by all pipes of a run: busy cycles, stalls, and the event log."""
 
@@ -148,7 +128,7 @@ class Stats:
         self.pools: list[Any] = []  # pools / FIFOs with occupancy samples (when logging)
         self.next_id = 0
         self.events: EventLog | None = EventLog() if log_events else None
-        self.ops: BlockOps | None = None  # with worker threads (simulation.op_workers): data steps run per block
+        self.ops: BlockOps | None = None  # with worker threads (sim.simulation.op_workers): data steps run per block
 
     @property
     def stalls(self) -> dict[str, dict[str, float]]:
@@ -274,16 +254,7 @@ class Pipe:
             if ins.stream_wait is not None:
                 self._stream_stall(ins, ins.stream_wait)
             cost = ins.cost
-            if isinstance(cost, GmMove):
-                line = cost.line
-                if line is not None and line is not MISS:
-                    line = (self.line_base, line)
-                assert self.gm is not None, "a GM transfer on a pipe without GM"
-                cycles, gm_wait = self.gm.transfer(start, cost.nbytes, cost.rate, line, cost.chunks)
-                if gm_wait > 0:
-                    self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
-            else:
-                cycles = cost
+            cycles = self._gm_cycles(ins, cost, start) if isinstance(cost, GmMove) else cost
             if cycles > 0:
                 self._running = ins
                 self._end = start + cycles
@@ -291,6 +262,18 @@ class Pipe:
                 break
             self._finish(ins, 0, start)
         self._advancing = False
+
+    def _gm_cycles(self, ins: Instr, move: GmMove, start: float) -> float:
+        """Cycles of a GM transfer that starts now: the core's path rate through the shared L2 (and HBM for an
+        input line read first here, :mod:`tfa_sim.engine.gm`); the time lost to sharing is a ``gm`` stall."""
+        line = move.line
+        if line is not None and line is not MISS:
+            line = (self.line_base, line)
+        assert self.gm is not None, "a GM transfer on a pipe without GM"
+        cycles, gm_wait = self.gm.transfer(start, move.nbytes, move.rate, line, move.chunks)
+        if gm_wait > 0:
+            self.stall_by[(ins.stage, "gm", "GM bandwidth")] += gm_wait
+        return cycles
 
     def _resumed(self, ins: Instr, source: Any) -> bool:
         """The head was blocked on ``source``: has it triggered?  If so, count the stall and go on."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tfa_sim.config import Config
 from tfa_sim.engine.chip import SimResult
-from tfa_sim.units import pipe_kind
+from tfa_sim.spec.config import Config
+from tfa_sim.spec.units import pipe_kind
 
 #: Cores of the chip the normalised TFLOPS refer to (docs/kernel.md, "Reported numbers").
 NORMALISE_CORES = 24
@@ -94,7 +94,7 @@ def _format_balance(t: dict[str, Any]) -> list[str]:
     if isinstance(folded, list):
         lines.append("  folded: time, bytes, busy and stall cycles estimated from " + "; ".join(
             f"{f['launch']} {len(f['samples'])} samples (blocks, tiles) {f['samples']}" for f in folded)
-            + " (tfa_sim.fold; no per-core balance)")
+            + " (tfa_sim.sim.fold; no per-core balance)")
     elif folded:
         lines.append(f"  {folded}")
     if b:

@@ -18,18 +18,18 @@ from typing import Any
 import numpy as np
 import simpy
 
-from tfa_sim.backends import Backend
-from tfa_sim.blocks import Block
+from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.data import Dump, View
 from tfa_sim.buffers.fifo import GmFifo, Ring
 from tfa_sim.buffers.pools import Flag, HazardError, PingPong
-from tfa_sim.config import Config
-from tfa_sim.costs import Costs
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program, Wait
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
-from tfa_sim.inputs import Inputs
-from tfa_sim.units import LANES, cube_unit, vec_unit
+from tfa_sim.numerics.inputs import Inputs
+from tfa_sim.spec.blocks import Block
+from tfa_sim.spec.config import Config
+from tfa_sim.spec.costs import Costs
+from tfa_sim.spec.units import LANES, cube_unit, vec_unit
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Numerics:
     backend: Backend
     inputs: Inputs
     out: np.ndarray
-    dumps: Any = None  # a tfa_sim.dumps.DumpRecorder when dumping
+    dumps: Any = None  # a tfa_sim.rundir.dumps.DumpRecorder when dumping
     partials: Partials | None = None
 
 
@@ -161,7 +161,7 @@ class BlockKernel:
 
     def kv_line(self, tensor: str, t: int, s: int) -> tuple[str, int]:
         """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head
-        (:attr:`~tfa_sim.blocks.Block.line_base`): shared by every block of the head."""
+        (:attr:`~tfa_sim.spec.blocks.Block.line_base`): shared by every block of the head."""
         return tensor, self.block.col0(t, s)
 
     @property
@@ -190,7 +190,7 @@ class BlockKernel:
         return View(self.data.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
 
     def lane_rows(self, lane: int) -> tuple[int, int]:
-        """(first block row, rows) of AIV ``lane`` (:meth:`~tfa_sim.blocks.Block.lane_rows`)."""
+        """(first block row, rows) of AIV ``lane`` (:meth:`~tfa_sim.spec.blocks.Block.lane_rows`)."""
         return self.block.lane_rows(lane)
 
     def gm_o(self, lane: int) -> View:

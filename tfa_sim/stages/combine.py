@@ -10,7 +10,7 @@ Per row block, each AIV takes its rows (the blocks' lane split) and, in order:
    then ``VEC accumulate`` (V): acc += f ⊙row O;
 4. ``VEC normalise`` (V): acc ⊘row L, and ``TSTORE O`` (MTE3).
 
-The numerics run as one :meth:`~tfa_sim.backends.Backend.combine` call at step 4
+The numerics run as one :meth:`~tfa_sim.backends.interface.Backend.combine` call at step 4
 over the chunks in order (chunk 0 … N−1), which is what the loads delivered.
 """
 from __future__ import annotations
@@ -23,18 +23,18 @@ from typing import Any
 import numpy as np
 import simpy
 
-from tfa_sim.blocks import Block, lane_split
 from tfa_sim.buffers.capacity import FP32
 from tfa_sim.buffers.data import Compute, Dump, Move, View
 from tfa_sim.buffers.pools import HazardError, PingPong
-from tfa_sim.costs import Costs
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
-from tfa_sim.masks import Rows
+from tfa_sim.spec.blocks import Block, lane_split
+from tfa_sim.spec.costs import Costs
+from tfa_sim.spec.masks import Rows
+from tfa_sim.spec.units import LANES, vec_unit
 from tfa_sim.stages import COMBINE
 from tfa_sim.stages.block_kernel import Numerics, Partials
-from tfa_sim.units import LANES, vec_unit
 
 STAGE = COMBINE
 

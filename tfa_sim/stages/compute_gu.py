@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from tfa_sim.backends import Backend
+from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.capacity import FP32
 from tfa_sim.buffers.data import Compute, Const, Move, View
 from tfa_sim.engine.issue import Program

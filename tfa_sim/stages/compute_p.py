@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.backends import Backend
+from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import DISCARD, Compute, Const, Move, View
 from tfa_sim.engine.issue import Program

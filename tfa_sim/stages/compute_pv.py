@@ -25,13 +25,13 @@ from functools import partial
 
 import numpy as np
 
-from tfa_sim.backends import Backend
-from tfa_sim.blocks import Block
+from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Move
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
+from tfa_sim.spec.blocks import Block
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_pv"

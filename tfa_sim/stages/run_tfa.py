@@ -28,24 +28,24 @@ from collections.abc import Hashable, Sequence
 
 import simpy
 
-from tfa_sim.blocks import Block, make_blocks, order_blocks
 from tfa_sim.buffers.capacity import cube_k
 from tfa_sim.buffers.pools import Slot
-from tfa_sim.config import Config
-from tfa_sim.costs import Costs
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
-from tfa_sim.hardware import Hardware
-from tfa_sim.masks import Mask
-from tfa_sim.numerics import input_dtype, softmax_scale
+from tfa_sim.numerics.rounding import input_dtype, softmax_scale
+from tfa_sim.spec.blocks import Block, make_blocks, order_blocks
+from tfa_sim.spec.config import Config
+from tfa_sim.spec.costs import Costs
+from tfa_sim.spec.hardware import Hardware
+from tfa_sim.spec.masks import Mask
+from tfa_sim.spec.units import LANES
 from tfa_sim.stages import STAGES
 from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape
 from tfa_sim.stages.compute_gu import compute_gu
 from tfa_sim.stages.compute_p import compute_p
 from tfa_sim.stages.compute_pv import compute_pv
 from tfa_sim.stages.compute_qk import compute_qk, load_q
-from tfa_sim.units import LANES
 
 EPILOGUE = "epilogue"
 

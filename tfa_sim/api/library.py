@@ -1,0 +1,136 @@
+"""tfa-sim as a library: the functions ``tfa_sim`` exports, which the ``tfa-sim`` command calls too.
+
+Each takes what its command takes, as Python values, and raises :class:`~tfa_sim.spec.errors.TfaSimError`
+(:class:`InputError` for bad input, :class:`~tfa_sim.spec.errors.ScheduleError` when the schedule cannot run)
+with the one line the command prints.  Nothing is written unless asked for: ``run`` writes a run directory
+only with ``out``, ``sweep`` keeps its directory only with ``out``; ``check`` writes ``check.json`` into the
+run directory it checks, as the command does.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfa_sim.api import runner
+from tfa_sim.api.result import Result
+from tfa_sim.spec import load
+from tfa_sim.spec.config import Config
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.safety import check_path, is_name, plain, show
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def load_config(path: str | Path | None = None, *, case: str | None = None,
+                overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None) -> Config:
+    """A legal config: the file ``path`` (TOML or YAML), the shipped ``case``, or the built-in case; then
+    ``overrides`` such as ``{"case.s1": 8192}`` (the keys and checks of ``--set``) and ``hw``, a preset's name
+    or a preset file (as ``--hw``)."""
+    return load.load_config(path, case, (), settings(overrides, hw))
+
+
+def settings(overrides: Mapping[str, Any] | None, hw: str | Path | None = None) -> list[tuple[str, str, Any]]:
+    """``{"section.key": value}`` and ``hw`` as (section, key, value) settings, in order."""
+    out = []
+    for dotted, value in (overrides or {}).items():
+        if not isinstance(dotted, str) or "." not in dotted:
+            raise InputError(f"override {show(dotted)}: expected section.key, e.g. {{\"schedule.qk_preload\": 2}}")
+        section, key = dotted.strip().split(".", 1)
+        out.append((section, key, value))
+    if hw is not None:
+        out.append(hw_setting(str(hw)))
+    return out
+
+
+def hw_setting(text: str) -> tuple[str, str, str]:
+    """``--hw``: a shipped preset's name, or the path of a preset file."""
+    from tfa_sim.spec.hardware import preset_names
+
+    if text in preset_names():
+        return "hardware", "preset", text
+    if os.path.lexists(text):
+        return "hardware", "file", text  # spec/hardware.py reads regular files only
+    if is_name(text) and not text.endswith(".toml"):
+        return "hardware", "preset", text  # an unknown preset: spec/hardware.py lists the known ones
+    raise InputError(f"--hw {plain(text)} is neither a preset ({', '.join(preset_names())}) nor an existing preset "
+                     f"file")
+
+
+def run(config: Config | str | Path | None = None, *, case: str | None = None,
+        overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, backend: str | None = None,
+        numerics: bool = True, event_log: bool = True, inputs: str | Path | None = None,
+        out: str | Path | bool | None = None, fold: bool = False, events_csv: bool = False,
+        trace_window: tuple[int, int] | None = None) -> Result:
+    """Simulate one config (``tfa-sim run``): a :class:`Config`, a config file, the shipped ``case`` or the
+    built-in one, with ``overrides`` and ``hw`` as :func:`load_config` takes them.
+
+    ``backend`` numpy or native; ``numerics=False`` times the run without arithmetic; ``event_log=False``
+    keeps no log; ``inputs`` a directory of q/k/v ``.npy`` or ``.bin``.  ``out``: the run directory to write
+    (True: a new ``runs/<case>-<time>``); without it nothing is written.  ``fold``, ``events_csv`` and
+    ``trace_window`` are the command's ``--fold``, ``--events-csv`` and ``--trace-window``."""
+    extra = dict(overrides or {})
+    if backend is not None:
+        extra["numerics.backend"] = backend
+    if not numerics:
+        extra["numerics.enabled"] = False
+    if isinstance(config, Config):
+        if case is not None:
+            raise InputError("give either a Config or case=NAME, not both")
+        config = load.configure(config.to_dict(), settings(extra, hw)) if extra or hw is not None else config
+    else:
+        config = load_config(config, case=case, overrides=extra, hw=hw)
+    source = None if inputs is None else str(inputs)
+    if out is None or out is False:
+        return Result(runner.compute(config, source, event_log, fold))
+    directory = None if out is True else str(out)
+    return Result(runner.run(config, source, directory, event_log, fold, events_csv, trace_window))
+
+
+def tolerance(value: float | None, option: str, zero_ok: bool = True) -> float | None:
+    """A tolerance option: finite and ≥ 0 (> 0 unless ``zero_ok``)."""
+    if value is not None and (not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok)):
+        raise InputError(f"{option} {value!r}: give a finite number {'≥' if zero_ok else '>'} 0")
+    return value
+
+
+def check(run_dir: str | Path, *, golden: str | Path | None = None, eps: float = 1e-3, atol: float | None = None,
+          rtol: float | None = None, stages: Iterable[str] | None = None,
+          mem_limit_gib: float | None = None) -> dict[str, Any]:
+    """``tfa-sim check``: a run's intermediate dumps (``run(..., overrides={"numerics.intermediate_check":
+    True}, out=DIR)``) against the model, or against ``golden``, a directory of the reference generator's
+    ``.bin`` files; ``stages`` narrows it (``["compute_p"]``, ``["qk", "pv"]``).  Returns the report, also
+    written to ``RUN_DIR/check.json``; ``report["passed"]`` is the verdict."""
+    from tfa_sim.views.check import check_run
+
+    tolerance(eps, "--eps", zero_ok=False)
+    atol, rtol = tolerance(atol, "--atol"), tolerance(rtol, "--rtol")
+    mem = tolerance(mem_limit_gib, "--mem-limit-gib")
+    path = check_path(run_dir, "RUN_DIR")
+    reference = check_path(golden, "--golden") if golden is not None else None
+    return check_run(path, reference, eps, atol, rtol, list(stages or []), mem or 0.0)
+
+
+def sweep(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Path | None = None,
+          executor: str = "local", scheduler: str | None = None, progress: bool = False) -> pd.DataFrame:
+    """``tfa-sim sweep``: run (or, into an ``out`` that holds part of it, resume) a sweep of ``spec``, a sweep
+    TOML file or its tables as a mapping (``{"base": …, "axes": {"schedule.qk_preload": [2, 4]}, "sweep":
+    …}``), on ``jobs`` worker processes.  One row per point, in the sweep's order: its axis values, then the
+    columns of ``results.csv`` (status, time_us, total_cycles, tflops, …; None where a point has none).
+    Without ``out`` the sweep runs in a temporary directory that is removed afterwards."""
+    import pandas as pd
+
+    from tfa_sim.explore.sweep import indices, load_sweep, point_at, results_table, run_sweep
+
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="tfa-sim-sweep-") as tmp:
+            return sweep(spec, jobs=jobs, out=tmp, executor=executor, scheduler=scheduler, progress=progress)
+    rows = run_sweep(spec, Path(out), jobs, executor, scheduler, progress)
+    definition = load_sweep(spec)
+    order = {point_at(definition, i)["key"]: n for n, i in enumerate(indices(definition))}
+    header, body = results_table(sorted(rows, key=lambda r: order.get(r["key"], len(order))), missing=None)
+    return pd.DataFrame(body, columns=header)

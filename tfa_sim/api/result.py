@@ -1,0 +1,127 @@
+"""A finished run in memory: :class:`Result`, what ``tfa_sim.run`` returns, and :class:`Events`, its event log.
+
+Everything a run directory would hold is here without a file: the summary (``summary.json``'s dict), the
+output ``o``, the event log as a table; :meth:`Result.save` writes the run directory when wanted, and a
+notebook shows the headline figures and a small timeline (:meth:`Result._repr_html_`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tfa_sim.api import runner
+from tfa_sim.rundir.event_table import event_table
+from tfa_sim.rundir.events import EventLog
+from tfa_sim.spec.config import Config
+from tfa_sim.spec.errors import InputError
+from tfa_sim.views.svg_timeline import svg_text
+from tfa_sim.views.timeline import figure, make_view
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    from matplotlib.figure import Figure
+
+#: The notebook view draws core 0, and only its first tiles when it has more events than this.
+REPR_EVENTS = 4000
+REPR_TILES = (0, 4)
+
+
+class Events:
+    """The event log of a run (what ``events.npz`` holds): one row per instruction group or dispatch span."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log  # the columnar log itself (tfa_sim.rundir.events)
+
+    def __len__(self) -> int:
+        return len(self.log)
+
+    def to_arrow(self) -> pa.Table:
+        """The events as a ``pyarrow.Table`` (the columns of :mod:`tfa_sim.rundir.event_table`, names as text)."""
+        return event_table(self.log)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The events as a pandas DataFrame, one row per event, unit, pipe, stage and kind as strings."""
+        return self.to_arrow().to_pandas()
+
+
+class Result:
+    """One simulated run: its headline figures, ``summary`` (the dict of ``summary.json``), the output ``o``
+    (fp32 ``[batch, heads, S0, HEAD]``; None without numerics) and ``events`` (None without the event log)."""
+
+    def __init__(self, done: runner.Computed) -> None:
+        self._done = done
+        log = done.sim.stats.events
+        self.events = Events(log) if log is not None else None
+
+    @property
+    def config(self) -> Config:
+        return self._done.config
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self._done.summary
+
+    @property
+    def time_us(self) -> float:
+        return self.summary["time_us"]
+
+    @property
+    def total_cycles(self) -> float:
+        return self.summary["total_cycles"]
+
+    @property
+    def o(self) -> np.ndarray | None:
+        numerics = self._done.numerics
+        return numerics.out if numerics is not None else None
+
+    @property
+    def passed(self) -> bool:
+        """False only when numerics ran and the output failed the kernel's comparison rule."""
+        return runner.passed(self.summary)
+
+    @property
+    def out_dir(self) -> Path | None:
+        """The run directory written (``out=`` or :meth:`save`), None while there is none."""
+        return self._done.out_dir
+
+    def save(self, out: str | Path) -> Path:
+        """Write the run directory ``out`` (what ``tfa-sim run --out`` writes; the directory's rules, README
+        "Safety", apply) and return its path."""
+        return runner.write(self._done, out)
+
+    def timeline(self, *, by: str | None = None, cores: Iterable[int] | None = None,
+                 tiles: tuple[int, int] | None = None, arrows: bool = False) -> Figure:
+        """The Gantt chart of ``tfa-sim timeline`` as a matplotlib Figure: ``by`` pipe, stage or unit, only
+        ``cores`` and logical tiles ``a ≤ t < b`` if given, FIFO hand-offs as ``arrows``."""
+        return figure([self._view(by, None if cores is None else set(cores), tiles, arrows)], arrows)
+
+    def _view(self, by: str | None, cores: set[int] | None, tiles: tuple[int, int] | None, arrows: bool) -> Any:
+        if self.events is None:
+            raise InputError("the run has no event log (event_log=False): run it with the log to draw it")
+        log = self.events.log
+        name = self.out_dir.name if self.out_dir else self.config.name
+        return make_view(name, self.summary, log.records(log.window(cores, tiles)), by, cores, tiles, arrows)
+
+    def _repr_html_(self) -> str:
+        """For notebooks: the headline figures, then the timeline of core 0."""
+        s = self.summary
+        golden = s.get("golden")
+        rows = [("case", s["case"]), ("hardware", f"{s['hardware']}, {s['cores_used']} cores, {s['blocks']} blocks"),
+                ("time", f"{s['time_us']:.2f} µs = {s['total_cycles']:.0f} cycles at {s['clock_mhz']:.0f} MHz"),
+                ("TFLOPS", f"{s['tflops']:.2f} ({s['normalized_tflops']:.2f} normalised to 24 cores)"),
+                ("bound pipe", s["bound_pipe"]),
+                ("golden", "timing only" if golden is None else "PASS" if golden["passed"] else "FAIL")]
+        table = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>"
+                        f"{escape(str(v))}</td></tr>" for k, v in rows)
+        html = f"<table>{table}</table>"
+        if self.events is not None:
+            core0 = self.events.log.window([0], None)
+            view = self._view("pipe", {0}, REPR_TILES if len(core0) > REPR_EVENTS else None, False)
+            svg = svg_text([view]).split("\n", 1)[1]  # without the XML declaration
+            html += f"<div style='overflow-x:auto'>{svg}</div>"
+        return html

@@ -1,0 +1,1 @@
+"""Exploring the schedule and the model: sweeps (``explore.sweep``) and the calibration fit."""

@@ -1,0 +1,2 @@
+"""Run directories and the files in them: atomic writes, the lock, the event log's format, summaries,
+intermediate dumps, and the memory a command will hold."""

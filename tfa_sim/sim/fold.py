@@ -1,0 +1,207 @@
+"""Folded timing-only runs: the time of a long run from a few short ones.
+
+A launch whose blocks all issue the same program shape (no mask: every block
+runs the same prologue, steady loop and tail, only longer or shorter) has, in
+the steady state, a time that grows linearly with the tiles per block and
+linearly with the full waves of blocks.  A folded run simulates short samples
+of the launch — its first one and two waves (and the first wave with the
+partial last one), each block cut to its first k tiles for two cut lengths past
+the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
+the full launch's time.  GM and HBM bytes and every pipe's busy and stall
+cycles are combined the same way (:func:`figures_of`), so busy shares, stalls
+and the bound pipe estimate the full launch's; no per-core balance is
+reported.  A dimension already within its samples is simulated in full (no
+fold along it); the combine launch folds over waves only, and its busy and
+stall cycles are not added to the first launch's.  The samples are
+independent simulations: where a second CPU is free (in a sweep worker: when
+its share of the CPUs is two or more), a forked process runs about half of
+them (:func:`_measure`); the figures are the same either way.
+
+Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
+--fold``, ``[sweep] fold = true``); its error against full runs is measured in
+``benchmarks/bench_fold.py`` and stated in the README ("Decode").  Runs with a
+mask are never folded (their blocks differ), and a run too small to gain is
+simulated in full.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
+from tfa_sim.sim.parallel import Forked, can_fork
+from tfa_sim.spec.blocks import Block
+from tfa_sim.spec.hardware import Hardware
+
+#: Blocks per core of the samples.
+WAVES = (1, 2)
+#: Steady-state tiles in the short and the long cut, after the ``qk_preload`` tiles of the prologue.
+STEADY_TILES = (4, 8)
+
+Key = tuple[int, int | None]  # (blocks, tiles per block or None for all)
+#: A sample's additive figures: "cycles", "gm", "hbm", ("busy", pipe) and ("stall", pipe, stage, cause, what).
+Figures = dict[Any, float]
+
+
+def cuts(qk_preload: int) -> tuple[int, int]:
+    """The two cut lengths: the prologue issues ``qk_preload`` QK tiles ahead, after which every tile adds the
+    same work, so two cuts past it set the line that :class:`_Plan` extrapolates (bench_fold.py measures it)."""
+    return qk_preload + STEADY_TILES[0], qk_preload + STEADY_TILES[1]
+
+
+def _cut(block: Any, tiles: int) -> Any:
+    """``block`` with only its first ``tiles`` logical tiles (a combine block is left whole)."""
+    if not isinstance(block, Block) or block.tiles <= tiles:
+        return block
+    ids, active = block.tile_ids[:tiles], block.active[:tiles]
+    key = None if block.key is None else (ids, *tuple(block.key)[1:])  # type: ignore[arg-type]
+    return dataclasses.replace(block, tile_ids=ids, active=active, key=key)
+
+
+def _sample(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> SimResult:
+    """The launch's first ``count`` blocks (whole waves, round-robin), each cut to ``tiles`` tiles (None: all)."""
+    blocks = list(kernel.blocks)[:count]
+    if tiles is not None:
+        blocks = [_cut(b, tiles) for b in blocks]
+    return run_chip(_Sampled(kernel, blocks), hw, log_events=False)
+
+
+class _Sampled:
+    """``kernel`` on some of its blocks (a :class:`~tfa_sim.engine.chip.Kernel`)."""
+
+    def __init__(self, kernel: Kernel, blocks: list[Any]) -> None:
+        self.blocks = blocks
+        self.name, self.stages = kernel.name, kernel.stages
+        self.start, self.template_key = kernel.start, kernel.template_key
+
+
+def foldable(kernels: Sequence[Kernel]) -> str | None:
+    """Why these launches cannot be folded, or None."""
+    masked = [b for b in kernels[0].blocks if b.mask.kind != "none"]
+    return f"the {masked[0].mask.kind} mask makes blocks differ" if masked else None
+
+
+class _Plan:
+    """Which samples a launch needs and how their values combine into the full launch's.
+
+    With more than two full waves: the first wave, the first two (their difference is one more wave,
+    counted f − 1 times) and, when the last wave is partial, the first wave plus the partial one (its
+    extra).  Along the tiles: two cut lengths, extrapolated linearly to the longest block's tiles.
+    """
+
+    def __init__(self, kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int]) -> None:
+        n = len(kernel.blocks)
+        self.cores = min(hw.cube_cores, n)
+        self.full_waves, self.rest = divmod(n, self.cores)
+        self.tiles = max((b.tiles for b in kernel.blocks if isinstance(b, Block)), default=0)
+        self.cuts: tuple[int | None, ...] = tile_cuts if self.tiles > tile_cuts[-1] else (None,)
+        waves = self.full_waves > WAVES[-1]
+        extra = [self.cores + self.rest] if waves and self.rest else []
+        self.counts = [w * self.cores for w in WAVES] + extra if waves else [n]
+
+    @property
+    def keys(self) -> list[Key]:
+        return [(n, k) for n in self.counts for k in self.cuts]
+
+    def combine(self, values: dict[Key, float]) -> float:
+        """The full launch's value from the samples' (``values[count, cut]``)."""
+        def at(cut: int | None) -> float:
+            if len(self.counts) == 1:
+                return values[self.counts[0], cut]
+            one, two = values[self.cores, cut], values[2 * self.cores, cut]
+            partial = values[self.cores + self.rest, cut] - one if self.rest else 0.0
+            return one + (two - one) * (self.full_waves - 1) + partial
+
+        if self.cuts == (None,):
+            return at(None)
+        k1, k2 = self.cuts
+        assert k1 is not None and k2 is not None
+        lo, hi = at(k1), at(k2)
+        return lo + (hi - lo) * (self.tiles - k1) / (k2 - k1)
+
+
+def figures_of(result: SimResult) -> Figures:
+    """What a fold combines: time, bytes, and each pipe's busy and stall cycles (all grow linearly alike)."""
+    out: Figures = {"cycles": result.total_cycles, "gm": result.gm_bytes, "hbm": result.hbm_bytes}
+    for pipe in result.stats.pipes:
+        out["busy", pipe.full_name] = pipe.busy
+        out.update({("stall", pipe.full_name, *key): cycles for key, cycles in pipe.stall_by.items()})
+    return out
+
+
+def _figures(kernel: Kernel, hw: Hardware, keys: Sequence[Key]) -> list[Figures]:
+    """The figures of each sample in ``keys``."""
+    return [figures_of(_sample(kernel, hw, *k)) for k in keys]
+
+
+def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
+             parallel: bool) -> tuple[SimResult, dict[Key, Figures]]:
+    """The largest sample's full result and every sample's figures.  With ``parallel`` a forked process runs
+    the samples that the largest leaves over, about half the work (blocks × tiles) of them all; if it fails,
+    they are run here again, which raises the error (a deadlock diagnosis, say) where it can be reported."""
+    weight = {k: k[0] * (k[1] or 1) for k in keys}
+    here: list[Key] = [largest]
+    there: list[Key] = []
+    for k in sorted((k for k in keys if k != largest), key=weight.__getitem__, reverse=True):
+        lighter = here if sum(map(weight.__getitem__, here)) <= sum(map(weight.__getitem__, there)) else there
+        lighter.append(k)
+    helper = Forked(_figures, kernel, hw, there) if parallel and there else None
+    try:
+        result = _sample(kernel, hw, *largest)
+        figures = {largest: figures_of(result)}
+        figures.update(zip(here[1:], _figures(kernel, hw, here[1:])))
+        away = helper.result() if helper else None
+    finally:
+        if helper:
+            helper.close()
+    figures.update(zip(there, away if away is not None else _figures(kernel, hw, there)))
+    return result, figures
+
+
+def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
+                 parallel: bool) -> tuple[SimResult, dict[str, Any]]:
+    """A launch's largest sample with its time, bytes, busy and stall cycles replaced by the plan's
+    combination (a figure that extrapolates below zero is 0)."""
+    plan = _Plan(kernel, hw, tile_cuts)
+    largest = max(plan.keys, key=lambda p: (p[0], p[1] or 0))
+    result, figures = _measure(kernel, hw, plan.keys, largest, parallel)
+    names = {name for f in figures.values() for name in f}
+    fit = {name: max(0.0, plan.combine({p: f.get(name, 0.0) for p, f in figures.items()})) for name in names}
+    result.total_cycles = fit["cycles"]
+    result.gm_bytes, result.hbm_bytes = round(fit["gm"]), round(fit["hbm"])
+    stalls: dict[str, dict[tuple[str, str, str], float]] = defaultdict(dict)  # pipe → (stage, cause, what)
+    for name, v in fit.items():
+        if isinstance(name, tuple) and name[0] == "stall":  # "cycles", "gm", "hbm" are plain strings
+            stalls[name[1]][name[2:]] = v
+    for pipe in result.stats.pipes:
+        pipe.busy = fit.get(("busy", pipe.full_name), 0.0)
+        pipe.stall_by.clear()
+        pipe.stall_by.update(stalls[pipe.full_name])
+    result.blocks = len(kernel.blocks)
+    result.waves = plan.full_waves + (plan.rest > 0)
+    return result, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in plan.keys],
+                    "blocks": len(kernel.blocks), "tiles": plan.tiles}
+
+
+def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, launch_gap: float = 0.0,
+                    parallel: bool | None = None) -> SimResult:
+    """The launches folded one by one and laid end to end, ``launch_gap`` cycles apart (docs in the module
+    docstring); ``parallel`` (default: :func:`~tfa_sim.sim.parallel.can_fork`) runs part of the samples in a forked
+    process."""
+    use_fork = can_fork() if parallel is None else parallel
+    parts = [_fold_launch(k, hw, cuts(qk_preload), use_fork) for k in kernels]
+    first, start, launches = parts[0][0], 0.0, []
+    for at, ((result, _), kernel) in enumerate(zip(parts, kernels)):
+        start += launch_gap if at else 0.0
+        own = result.launches[0]
+        launches.append(Launch(own.name, own.first_block, len(kernel.blocks), own.cores, start,
+                               start + result.total_cycles))
+        start += result.total_cycles
+    first.total_cycles, first.launches = start, launches
+    first.core_busy, first.core_end = [], []  # the samples' balance is not the full run's
+    first.gm_bytes = sum(r.gm_bytes for r, _ in parts)
+    first.hbm_bytes = sum(r.hbm_bytes for r, _ in parts)
+    first.folded = [info for _, info in parts]
+    return first

@@ -1,0 +1,107 @@
+"""What a board would measure for a run, with a 90 % interval and the reasons it is as wide as it is.
+
+A board measures one of two things (docs/calibration.md, "What a measurement includes"):
+
+* ``time_us`` — the kernel time an in-kernel counter sees: from the first block's start to the last block's
+  end (the simulated makespan);
+* ``launch_period_us`` — the mean period of back-to-back launches on one stream: the kernel time plus the
+  launch gap of the host class driving the stream (``launch.gap_<host>``, fitted).
+
+The interval's half-width starts from the preset's cross-validated error (``calibration.half_width``: 90 % of
+the relative errors of points left out of the fit) and is widened by a fixed factor for each way the run
+leaves what the fit saw — a board without points, more blocks or waves, another S1, a knob value or kernel
+variant never measured — each named in ``interval_reasons``.  The factors are judgment, not fitted: they say
+"further from the data" in a way a reader can check (:data:`PER_DOUBLING`, :data:`PER_KNOB`,
+:data:`UNMEASURED_BOARD`).  The half-width is an error of the launch period, the measured quantity; the
+kernel time's interval has the same width in µs.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tfa_sim.spec.config import Config
+from tfa_sim.spec.hardware import Hardware
+
+#: Half-width factor for a board whose values were fitted on another board.
+UNMEASURED_BOARD = 2.0
+#: Half-width added per doubling of blocks or S1 beyond the measured range (relative to the half-width).
+PER_DOUBLING = 0.5
+#: Half-width factor per schedule or tiling value, and per kernel variant, that no measured point had.
+PER_KNOB = 1.25
+#: A prediction is never quoted tighter than this (the boards' own run-to-run spread).
+FLOOR = 0.03
+
+
+def _knob_reasons(config: Config, hw: Hardware) -> list[str]:
+    """The knob values and kernel variants of ``config`` that no measured point had."""
+    c, t, s, cal = config.case, config.tiling, config.schedule, hw.calibration
+    out = [f"{name} = {value} never measured (measured: {', '.join(map(str, seen))})"
+           for name, value, seen in (("case.head", c.head, cal.head), ("tiling.cube_s0", t.cube_s0, cal.cube_s0),
+                                     ("tiling.cube_s1", t.cube_s1, cal.cube_s1),
+                                     ("tiling.tile_s1", t.tile_s1, cal.tile_s1),
+                                     ("schedule.qk_preload", s.qk_preload, cal.qk_preload),
+                                     ("schedule.cv_fifo_size", s.cv_fifo_size, cal.cv_fifo_size),
+                                     ("schedule.cv_fifo_cons_sync_period", s.cv_fifo_cons_sync_period,
+                                      cal.cv_fifo_cons_sync_period))
+           if value not in seen]
+    variants = {"causal mask": c.causal, "sliding window": c.window is not None, "mask file": bool(c.mask),
+                "logit softcap": c.softcap > 0, "batch × heads > 1": c.batch * c.heads > 1,
+                "bf16 inputs": c.dtype != "fp16", f"schedule.s1_split = {s.s1_split}": s.s1_split != 1,
+                "GQA packing": s.gqa_pack, f"block order {s.block_order}": s.block_order != "row"}
+    return out + [f"{name}: no measured launch had it" for name, used in variants.items() if used]
+
+
+def widening(config: Config, hw: Hardware, blocks: int, waves: int) -> tuple[float, list[str]]:
+    """The factor on the preset's half-width for this run, and why (empty: inside the calibrated domain)."""
+    cal, reasons, factor = hw.calibration, [], 1.0
+    if not cal.measured:
+        factor *= UNMEASURED_BOARD
+        reasons.append(f"{hw.name} has no measured points of the {cal.kernel} kernel: its fitted values are "
+                       f"another board's")
+    if blocks > cal.blocks_max:
+        factor *= 1 + PER_DOUBLING * math.log2(blocks / cal.blocks_max)
+        reasons.append(f"{blocks} blocks, more than the {cal.blocks_max} measured: L2 contention extrapolated")
+    if waves > 1:
+        factor *= PER_KNOB
+        reasons.append(f"{waves} waves: every measured launch ran in one")
+    s1, low, high = config.case.s1, min(cal.s1), max(cal.s1)
+    if not low <= s1 <= high:
+        factor *= 1 + PER_DOUBLING * abs(math.log2(s1 / (low if s1 < low else high)))
+        reasons.append(f"S1 = {s1} outside the measured {low}…{high}")
+    knobs = _knob_reasons(config, hw)
+    factor *= PER_KNOB ** len(knobs)
+    return factor, reasons + knobs
+
+
+def prediction(config: Config, hw: Hardware, total_cycles: float, blocks: int, waves: int) -> dict[str, Any]:
+    """The summary keys of a run's measured quantities: ``time_us`` is the caller's; this adds
+    ``launch_period_us``, both 90 % intervals, the half-width, the host and the reasons for any widening."""
+    clock, cal, host = hw.clock_mhz, hw.calibration, config.hardware.host
+    time_us = total_cycles / clock
+    factor, reasons = widening(config, hw, blocks, waves)
+    gap_us = hw.launch.gap(host) / clock
+    period = time_us + gap_us
+    half = max(FLOOR, cal.half_width * factor) * period  # µs, the same for both quantities
+    spread = 0.0
+    if not host:  # either host class: the interval holds both gaps
+        gaps = [hw.launch.gap_aarch64 / clock, hw.launch.gap_x86_64 / clock]
+        spread = (max(gaps) - min(gaps)) / 2
+        reasons.append("hardware.host not given: the launch period holds either host's launch gap")
+    return {"launch_period_us": round(period, 4), "host": host or "any",
+            "time_interval_us": [round(max(0.0, time_us - half), 4), round(time_us + half, 4)],
+            "launch_period_interval_us": [round(max(0.0, period - half - spread), 4),
+                                          round(period + half + spread, 4)],
+            "interval_half_width": round(half / period, 4), "interval_reasons": reasons,
+            "calibrated_kernel": cal.kernel}
+
+
+def format_prediction(s: dict[str, Any]) -> list[str]:
+    """The console lines of :func:`prediction`'s keys."""
+    lo, hi = s["time_interval_us"]
+    plo, phi = s["launch_period_interval_us"]
+    lines = [f"  measured as: kernel time {s['time_us']:.2f} µs (90 % interval {lo:.2f}–{hi:.2f}); launch period "
+             f"{s['launch_period_us']:.2f} µs ({plo:.2f}–{phi:.2f}) back to back on a stream, host {s['host']}"]
+    if s["interval_reasons"]:
+        lines.append(f"  interval ±{s['interval_half_width']:.0%}, widened: " + "; ".join(s["interval_reasons"]))
+    return lines
