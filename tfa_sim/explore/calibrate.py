@@ -47,6 +47,8 @@ MAX_ERROR = 0.199
 #: Nodes per searched parameter: the coarse grid over the bounds, then the fine grid around its best node.
 COARSE, FINE = 9, 5
 TIMINGS = ("kernel", "stream")
+#: Launches of more block-tiles than this are folded (tfa_sim.sim.fold) rather than simulated in full.
+FOLD_ABOVE = 4096
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,8 @@ class Simulator:
         key = (p.shape, tuple(sorted(values.items())))
         if key not in self.cache:
             hw = base_preset(p.preset).with_values(values)
-            sim = simulate(p.config(), hw.with_cores(p.cores) if p.cores else hw, None, log_events=False, fold=True)
+            large = p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE  # folding a small launch costs more than it saves
+            sim = simulate(p.config(), hw.with_cores(p.cores) if p.cores else hw, None, log_events=False, fold=large)
             self.cache[key] = (sim.time_us, sim.cores_used - 1)
         return self.cache[key]
 

@@ -62,8 +62,8 @@ class RunView:
     def panel_title(self) -> str:
         """The two lines above the view's panel: the configuration, then the makespan and the first bar."""
         first = min(b.start for b in self.bars)
-        return (f"{self.title}\n{self.makespan}; first bar at cycle {first:.0f} (kernel start and block dispatch "
-                f"drawn; the host launch before cycle 0 is not)")
+        return (f"{self.title}\n{self.makespan}; first bar at cycle {first:.0f} (core starts and block dispatch "
+                f"drawn; the stream's launch gap before cycle 0 is not)")
 
     @property
     def per_unit(self) -> bool:
@@ -72,8 +72,8 @@ class RunView:
 
 
 def bar_span(views: list[RunView]) -> tuple[float, float]:
-    """The first bar's start and the last bar's end over stacked views (one shared time axis; the host launch
-    before the first bar is not drawn)."""
+    """The first bar's start and the last bar's end over stacked views (one shared time axis; the stream's launch
+    gap before the first bar is not drawn)."""
     begin = min(min(b.start for b in v.bars) for v in views)
     end = max(max(b.end for b in v.bars) for v in views)
     return begin, end
