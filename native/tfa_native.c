@@ -1,7 +1,8 @@
 /* tfa_native.c -- the TFA stage kernels, bit-identical to the numpy backend.
  *
  * Each kernel executes the fp32 operations of tfa_sim/numerics/rounding.py in the
- * same order; every rounding point carries a comment naming the kernel step it
+ * same order, for either reference (numerics.reference: 0 npu, 1 cpu_sim; see
+ * tfa_native.h); every rounding point carries a comment naming the kernel step it
  * mirrors.  Build flags (native/build_native.py): -O3 -ffp-contract=off
  * -fno-fast-math -std=c11, so the compiler neither fuses a*b+c nor reorders.
  *
@@ -72,8 +73,11 @@ static const float TANH_T4 = -0x1.555532p-2f; /* F32(-3.33332819422e-1) */
 static const float TANH_X_SMALL = 0.625f;
 static const float TANH_X_SAT = 10.0f;
 
-/* numerics.REPEAT_F32: elements of one 256-byte fp32 vector repeat = row-sum chunk. */
+/* Elements of E computed at a time in compute_p (a stack buffer): one 256-byte fp32 vector repeat. */
 #define TFA_REPEAT_F32 64
+
+/* numerics.reference codes */
+enum { TFA_REF_NPU = 0, TFA_REF_CPU_SIM = 1 };
 
 /* ------------------------------------------------------------------------ */
 /* bit helpers (memcpy: the defined way to reinterpret) */
@@ -180,6 +184,10 @@ TFA_INLINE float max_f32(float a, float b)
     return bits_f32(f32_bits(a) & f32_bits(b));
 }
 
+/* numerics.maximum_first, CPU_SIM's TMAX: std::max(a, b) = a < b ? b : a (the
+ * first argument on ties and whenever either is NaN). */
+TFA_INLINE float max_first_f32(float a, float b) { return a < b ? b : a; }
+
 /* ------------------------------------------------------------------------ */
 /* exp models */
 
@@ -217,8 +225,14 @@ TFA_INLINE float exp_tfa1(float x)
     return bits_f32(select_u32(nan_mask, f32_bits(x), f32_bits(out)));
 }
 
-/* exp of one value with model 0 (tfa) or 1 (libm). */
-TFA_INLINE float exp_model1(float x, int exp_model) { return exp_model == 0 ? exp_tfa1(x) : expf(x); }
+/* numerics.exp_cpu_sim, CPU_SIM's TEXP: the C library's double exp, rounded once to fp32. */
+TFA_INLINE float exp_cpu_sim1(float x) { return (float)exp((double)x); }
+
+/* exp of one value with model 0 (tfa), 1 (libm) or 2 (cpu_sim). */
+TFA_INLINE float exp_model1(float x, int exp_model)
+{
+    return exp_model == 0 ? exp_tfa1(x) : (exp_model == 1 ? expf(x) : exp_cpu_sim1(x));
+}
 
 /* numerics.tanh_tfa, operation for operation (every line one fp32 rounding).
  * Both branches are computed and one is selected, so the loop vectorises. */
@@ -259,48 +273,19 @@ TFA_INLINE float softcap1(float x, float s, float c)
 /* ------------------------------------------------------------------------ */
 /* row sum: numerics.row_sum */
 
-/* One halving step of the chunk tree: v[:h] + v[h:2h]. */
-TFA_INLINE void halve(float *v, int h)
+/* acc = +0, then acc = acc + x[j] for j = 0 .. n-1 in order (pto-spec's TROWSUM column
+ * order, CPU_SIM's loop), continuing from acc: one fp32 rounding per element. */
+TFA_INLINE float sum_in_order(const float *x, int n, float acc)
 {
-    for (int i = 0; i < h; i++)
-        v[i] = v[i] + v[i + h]; /* row_sum tree: v[:, :, :half] + v[:, :, half:] */
-}
-
-/* Sum of one 64-element chunk by the halving tree; v is destroyed. */
-TFA_INLINE float chunk_tree_sum(float *v)
-{
-    halve(v, 32);
-    halve(v, 16);
-    halve(v, 8);
-    halve(v, 4);
-    halve(v, 2);
-    halve(v, 1);
-    return v[0];
-}
-
-/* Zero-pad v[filled:64] with +0 (numerics.row_sum pads the last chunk with +0). */
-TFA_INLINE void pad_chunk(float *v, int filled)
-{
-    for (int i = filled; i < TFA_REPEAT_F32; i++)
-        v[i] = 0.0f;
+    for (int j = 0; j < n; j++)
+        acc = acc + x[j]; /* row_sum: acc + x[j], one rounding, left to right */
+    return acc;
 }
 
 TFA_INLINE void row_sum_body(const float *x, int rows, int cols, float *out)
 {
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * (size_t)cols;
-        float acc = 0.0f;
-        for (int c0 = 0; c0 < cols; c0 += TFA_REPEAT_F32) {
-            int nc = cols - c0 < TFA_REPEAT_F32 ? cols - c0 : TFA_REPEAT_F32;
-            float v[TFA_REPEAT_F32];
-            memcpy(v, xr + c0, (size_t)nc * sizeof(float));
-            pad_chunk(v, nc);
-            float t = chunk_tree_sum(v);
-            /* row_sum: chunk results added in order, acc = v0, then acc += vc */
-            acc = c0 == 0 ? t : acc + t;
-        }
-        out[r] = acc;
-    }
+    for (int r = 0; r < rows; r++)
+        out[r] = sum_in_order(x + (size_t)r * (size_t)cols, cols, 0.0f); /* row_sum: from +0 */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -353,6 +338,15 @@ TFA_INLINE float row_max1(const float *x, int cols)
     return m;
 }
 
+/* numerics.row_max_first, CPU_SIM's TROWMAX: m = x[0], then m = std::max(m, x[j]) in order. */
+TFA_INLINE float row_max_first1(const float *x, int cols)
+{
+    float m = x[0];
+    for (int j = 1; j < cols; j++)
+        m = max_first_f32(m, x[j]);
+    return m;
+}
+
 /* The scores the recurrence runs on, one row (NumpyBackend.compute_p, before the max):
  * capped: y = softcap(x), else y = x; then y + MASK_VALUE where mk != 0 (mk may be NULL). */
 TFA_INLINE void scores_row(const float *x, const uint8_t *mk, int cols, float s, float cap, int capped, float *y)
@@ -381,12 +375,18 @@ TFA_INLINE void exp_shifted(const float *y, int n, float m, float s, int capped,
     } else if (exp_model == 0) {
         for (int j = 0; j < n; j++)
             e[j] = exp_tfa1((y[j] - m) * s);
-    } else if (capped) {
+    } else if (exp_model == 1 && capped) {
         for (int j = 0; j < n; j++)
             e[j] = expf(y[j] - m);
-    } else {
+    } else if (exp_model == 1) {
         for (int j = 0; j < n; j++)
             e[j] = expf((y[j] - m) * s);
+    } else if (capped) {
+        for (int j = 0; j < n; j++)
+            e[j] = exp_cpu_sim1(y[j] - m);
+    } else {
+        for (int j = 0; j < n; j++)
+            e[j] = exp_cpu_sim1((y[j] - m) * s); /* cpu_sim: (float)exp((double)fp32(fp32(y - m)·s)) */
     }
 }
 
@@ -408,7 +408,7 @@ struct p_args {
     const uint8_t *mask; /* NULL: no mask */
     int rows, cols;
     float s, cap; /* cap > 0: softcap on */
-    int first, exp_model, elem;
+    int first, exp_model, reference, elem;
     float *y; /* scratch, cols floats: the row's scores when mask or cap is set */
     float *m_io, *l_io, *l1_exp_max;
     uint16_t *x_exp;
@@ -416,7 +416,7 @@ struct p_args {
 
 TFA_INLINE void compute_p_body(const struct p_args *a)
 {
-    int cols = a->cols, capped = a->cap > 0.0f;
+    int cols = a->cols, capped = a->cap > 0.0f, cpu_sim = a->reference == TFA_REF_CPU_SIM;
     for (int r = 0; r < a->rows; r++) {
         const float *y = a->x + (size_t)r * (size_t)cols;
         uint16_t *er = a->x_exp + (size_t)r * (size_t)cols;
@@ -425,14 +425,16 @@ TFA_INLINE void compute_p_body(const struct p_args *a)
                        capped, a->y);
             y = a->y;
         }
-        float tile_max = cols > 0 ? row_max1(y, cols) : -INFINITY;
+        /* tile_max: npu numerics.row_max (order-free), cpu_sim numerics.row_max_first */
+        float tile_max = cols <= 0 ? -INFINITY : (cpu_sim ? row_max_first1(y, cols) : row_max1(y, cols));
         float m, l1;
         if (a->first) {
             m = tile_max;
             l1 = 1.0f; /* np.ones_like(m) */
         } else {
             float m_prev = a->m_io[r];
-            m = max_f32(tile_max, m_prev); /* numerics.maximum(tile_max, m_prev) */
+            /* npu numerics.maximum(tile_max, m_prev); cpu_sim std::max(local_max, global_max) */
+            m = cpu_sim ? max_first_f32(tile_max, m_prev) : max_f32(tile_max, m_prev);
             /* l1_exp_max = exp((M_prev - m)·s), capped exp(M_prev - m): subtract, round; scale, round */
             float d = m_prev - m;
             l1 = exp_model1(capped ? d : d * a->s, a->exp_model);
@@ -443,10 +445,8 @@ TFA_INLINE void compute_p_body(const struct p_args *a)
             float e[TFA_REPEAT_F32];
             exp_shifted(y + c0, nc, m, a->s, capped, a->exp_model, e);
             narrow_row(e, nc, a->elem, er + c0); /* x_exp = narrow(E) */
-            /* tile_sum = row_sum(E) on the unrounded fp32 E */
-            pad_chunk(e, nc);
-            float t = chunk_tree_sum(e);
-            tile_sum = c0 == 0 ? t : tile_sum + t;
+            /* tile_sum = row_sum(E) on the unrounded fp32 E: from +0, left to right across the chunks */
+            tile_sum = sum_in_order(e, nc, tile_sum);
         }
         /* L = l1_exp_max·L_prev + tile_sum: two roundings (no FMA) */
         float l = a->first ? tile_sum : l1 * a->l_io[r] + tile_sum;
@@ -488,9 +488,12 @@ TFA_INLINE void exp_body(const float *x, float *out, long n, int exp_model)
     if (exp_model == 0) {
         for (long i = 0; i < n; i++)
             out[i] = exp_tfa1(x[i]);
-    } else {
+    } else if (exp_model == 1) {
         for (long i = 0; i < n; i++)
             out[i] = expf(x[i]);
+    } else {
+        for (long i = 0; i < n; i++)
+            out[i] = exp_cpu_sim1(x[i]);
     }
 }
 
@@ -519,8 +522,11 @@ TFA_INLINE void narrow_body(const float *x, uint16_t *out, long n, int elem)
 /* Columns of out per register block (2 AVX2 vectors per row). */
 #define TFA_NR 16
 
-/* out (m×n) = a (m×kdim) · b (kdim×n), fp32 values that are exact fp16 values.
- * out[i][j] = ((0 + a[i][0]·b[0][j]) + a[i][1]·b[1][j]) + ... sequentially in k.
+/* out (m×n) = [add +] a (m×kdim) · b (kdim×n), fp32 values that are exact fp16 values.
+ * out[i][j] = ((c + a[i][0]·b[0][j]) + a[i][1]·b[1][j]) + ... sequentially in k, where the
+ * chain starts from c = init[i][j] (pto-spec's TMATMUL_ACC), or from c = +0 when init is NULL;
+ * when add is not NULL the finished chain is then added to add[i][j], one more rounding
+ * (CPU_SIM's TMATMUL_ACC).  init, add and out are m×n; out aliases neither.
  *
  * use_fma (fp16 operands only): a product of two fp16 values has at most 22
  * significant bits and an exponent in [-48, 32], so it is exact in fp32;
@@ -529,8 +535,11 @@ TFA_INLINE void narrow_body(const float *x, uint16_t *out, long n, int elem)
  * and only here: nowhere else are the products exact.  Not for bf16: a bf16
  * product can overflow or fall below 2^-126, and then the contract's rounded
  * multiply and fma differ. */
-TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim, int n, float *out, int use_fma)
+TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim, int n, const float *init,
+                                const float *add, float *out, int use_fma)
 {
+#define TFA_START(idx) (init != NULL ? init[(idx)] : 0.0f) /* matmul: the chain starts from acc or +0 */
+#define TFA_FINISH(idx, c) (add != NULL ? add[(idx)] + (c) : (c)) /* matmul_add: acc + chain, one rounding */
 #define TFA_MADD(x, y, acc) (use_fma ? __builtin_fmaf((x), (y), (acc)) : (acc) + (x) * (y))
     int i = 0;
     for (; i + TFA_MR <= m; i += TFA_MR) {
@@ -542,10 +551,10 @@ TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim,
         for (; j0 + TFA_NR <= n; j0 += TFA_NR) {
             float c0[TFA_NR], c1[TFA_NR], c2[TFA_NR], c3[TFA_NR];
             for (int j = 0; j < TFA_NR; j++) {
-                c0[j] = 0.0f; /* matmul_f16: acc starts from +0 */
-                c1[j] = 0.0f;
-                c2[j] = 0.0f;
-                c3[j] = 0.0f;
+                c0[j] = TFA_START((size_t)(i + 0) * (size_t)n + j0 + j);
+                c1[j] = TFA_START((size_t)(i + 1) * (size_t)n + j0 + j);
+                c2[j] = TFA_START((size_t)(i + 2) * (size_t)n + j0 + j);
+                c3[j] = TFA_START((size_t)(i + 3) * (size_t)n + j0 + j);
             }
             for (int kk = 0; kk < kdim; kk++) {
                 const float *bk = b + (size_t)kk * (size_t)n + j0;
@@ -559,10 +568,12 @@ TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim,
                 }
             }
             for (int j = 0; j < TFA_NR; j++) {
-                out[(size_t)(i + 0) * (size_t)n + j0 + j] = c0[j];
-                out[(size_t)(i + 1) * (size_t)n + j0 + j] = c1[j];
-                out[(size_t)(i + 2) * (size_t)n + j0 + j] = c2[j];
-                out[(size_t)(i + 3) * (size_t)n + j0 + j] = c3[j];
+                size_t o0 = (size_t)(i + 0) * (size_t)n + j0 + j, o1 = (size_t)(i + 1) * (size_t)n + j0 + j;
+                size_t o2 = (size_t)(i + 2) * (size_t)n + j0 + j, o3 = (size_t)(i + 3) * (size_t)n + j0 + j;
+                out[o0] = TFA_FINISH(o0, c0[j]);
+                out[o1] = TFA_FINISH(o1, c1[j]);
+                out[o2] = TFA_FINISH(o2, c2[j]);
+                out[o3] = TFA_FINISH(o3, c3[j]);
             }
         }
         /* column remainder: same order, one row at a time, accumulating in out */
@@ -570,13 +581,15 @@ TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim,
             float *o = out + (size_t)r * (size_t)n;
             const float *ar = a + (size_t)r * (size_t)kdim;
             for (int j = j0; j < n; j++)
-                o[j] = 0.0f;
+                o[j] = TFA_START((size_t)r * (size_t)n + j);
             for (int kk = 0; kk < kdim; kk++) {
                 const float *bk = b + (size_t)kk * (size_t)n;
                 float x = ar[kk];
                 for (int j = j0; j < n; j++)
                     o[j] = TFA_MADD(x, bk[j], o[j]);
             }
+            for (int j = j0; j < n; j++)
+                o[j] = TFA_FINISH((size_t)r * (size_t)n + j, o[j]);
         }
     }
     /* row remainder */
@@ -584,15 +597,19 @@ TFA_INLINE void matmul_f32_body(const float *a, const float *b, int m, int kdim,
         float *o = out + (size_t)i * (size_t)n;
         const float *ar = a + (size_t)i * (size_t)kdim;
         for (int j = 0; j < n; j++)
-            o[j] = 0.0f;
+            o[j] = TFA_START((size_t)i * (size_t)n + j);
         for (int kk = 0; kk < kdim; kk++) {
             const float *bk = b + (size_t)kk * (size_t)n;
             float x = ar[kk];
             for (int j = 0; j < n; j++)
                 o[j] = TFA_MADD(x, bk[j], o[j]);
         }
+        for (int j = 0; j < n; j++)
+            o[j] = TFA_FINISH((size_t)i * (size_t)n + j, o[j]);
     }
 #undef TFA_MADD
+#undef TFA_START
+#undef TFA_FINISH
 }
 
 /* fp16 -> fp32 of n contiguous values (exact). */
@@ -627,13 +644,15 @@ TFA_INLINE void transpose_body(const float *src, int rows, int cols, float *dst)
 /* ------------------------------------------------------------------------ */
 /* the two compiled copies of each hot body */
 
-static void matmul_f32_base(const float *a, const float *b, int m, int kdim, int n, float *out)
+static void matmul_f32_base(const float *a, const float *b, int m, int kdim, int n, const float *init,
+                             const float *add, float *out)
 {
-    matmul_f32_body(a, b, m, kdim, n, out, 0);
+    matmul_f32_body(a, b, m, kdim, n, init, add, out, 0);
 }
-static void matmul_nofma_base(const float *a, const float *b, int m, int kdim, int n, float *out)
+static void matmul_nofma_base(const float *a, const float *b, int m, int kdim, int n, const float *init,
+                             const float *add, float *out)
 {
-    matmul_f32_body(a, b, m, kdim, n, out, 0);
+    matmul_f32_body(a, b, m, kdim, n, init, add, out, 0);
 }
 static void f16_to_f32_base(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
 static void bf16_to_f32_base(const uint16_t *h, float *f, size_t n) { bf16_to_f32_body(h, f, n); }
@@ -650,21 +669,23 @@ static void row_sum_base(const float *x, int rows, int cols, float *out) { row_s
 static void narrow_base(const float *x, uint16_t *out, long n, int elem) { narrow_body(x, out, n, elem); }
 
 #if TFA_DISPATCH
-TFA_TARGET_AVX2_FMA static void matmul_f32_avx2(const float *a, const float *b, int m, int kdim, int n, float *out)
+TFA_TARGET_AVX2_FMA static void matmul_f32_avx2(const float *a, const float *b, int m, int kdim, int n,
+                                                const float *init, const float *add, float *out)
 {
-    matmul_f32_body(a, b, m, kdim, n, out, 1);
+    matmul_f32_body(a, b, m, kdim, n, init, add, out, 1);
 }
 /* 16 lanes per register: the 4×16 register block is one zmm per row (S0 = 512, S1 = 8192 QK and PV tiles
  * 1.3× the AVX2 copy's GFLOP/s on an AMD EPYC with AVX-512) */
 TFA_TARGET_AVX512_FMA static void matmul_f32_avx512(const float *a, const float *b, int m, int kdim, int n,
-                                                    float *out)
+                                                    const float *init, const float *add, float *out)
 {
-    matmul_f32_body(a, b, m, kdim, n, out, 1);
+    matmul_f32_body(a, b, m, kdim, n, init, add, out, 1);
 }
 /* the bf16 matmul: AVX2 without fma in the target (mul, then add) */
-TFA_TARGET_AVX2 static void matmul_nofma_avx2(const float *a, const float *b, int m, int kdim, int n, float *out)
+TFA_TARGET_AVX2 static void matmul_nofma_avx2(const float *a, const float *b, int m, int kdim, int n,
+                                              const float *init, const float *add, float *out)
 {
-    matmul_f32_body(a, b, m, kdim, n, out, 0);
+    matmul_f32_body(a, b, m, kdim, n, init, add, out, 0);
 }
 TFA_TARGET_AVX2 static void f16_to_f32_avx2(const uint16_t *h, float *f, size_t n) { f16_to_f32_body(h, f, n); }
 TFA_TARGET_AVX2 static void bf16_to_f32_avx2(const uint16_t *h, float *f, size_t n) { bf16_to_f32_body(h, f, n); }
@@ -706,13 +727,16 @@ static int have_avx512(void) { return __builtin_cpu_supports("avx512f") && __bui
 /* ------------------------------------------------------------------------ */
 /* public kernels */
 
-/* narrow a (m×kdim) · narrow b (kdim×n, or n×kdim when b_transposed) -> fp32 out;
- * elem says whether a and b hold fp16 or bf16. */
+/* One TMATMUL (acc NULL) or TMATMUL_ACC of narrow a (m×kdim) · narrow b (kdim×n, or n×kdim when
+ * b_transposed) -> fp32 out; elem says whether a and b hold fp16 or bf16, reference what a
+ * TMATMUL_ACC does with acc: npu starts the chain from it, cpu_sim adds it to a fresh chain. */
 static int matmul_narrow(const uint16_t *a, const uint16_t *b, int m, int kdim, int n, int b_transposed, int elem,
-                         float *out)
+                         const float *acc, int reference, float *out)
 {
-    if (elem != TFA_ELEM_F16 && elem != TFA_ELEM_BF16)
+    if ((elem != TFA_ELEM_F16 && elem != TFA_ELEM_BF16) || (reference != TFA_REF_NPU && reference != TFA_REF_CPU_SIM))
         return TFA_ERR_ARG;
+    const float *init = reference == TFA_REF_NPU ? acc : NULL;
+    const float *add = reference == TFA_REF_CPU_SIM ? acc : NULL;
     if (m <= 0 || n <= 0)
         return TFA_OK;
     size_t na = (size_t)m * (size_t)kdim, nb = (size_t)kdim * (size_t)n;
@@ -734,29 +758,36 @@ static int matmul_narrow(const uint16_t *a, const uint16_t *b, int m, int kdim, 
         cvt(b, b32, nb);
     }
     if (elem == TFA_ELEM_F16)
-        TFA_PICK_MATMUL_F32()(a32, b32, m, kdim, n, out); /* exact products: fma allowed */
+        TFA_PICK_MATMUL_F32()(a32, b32, m, kdim, n, init, add, out); /* exact products: fma allowed */
     else
-        TFA_PICK(have_avx2(), matmul_nofma)(a32, b32, m, kdim, n, out); /* bf16: rounded product, then add */
+        TFA_PICK(have_avx2(), matmul_nofma)(a32, b32, m, kdim, n, init, add, out); /* bf16: rounded product, add */
     free(scratch);
     return TFA_OK;
 }
 
-int tfa_compute_qk(const uint16_t *q, const uint16_t *k, int m, int n, int kdim, int elem, float *out)
+int tfa_compute_qk(const uint16_t *q, const uint16_t *k, int m, int n, int kdim, int elem, const float *acc,
+                   int reference, float *out)
 {
-    return matmul_narrow(q, k, m, kdim, n, 1, elem, out);
+    return matmul_narrow(q, k, m, kdim, n, 1, elem, acc, reference, out);
 }
 
-int tfa_compute_pv(const uint16_t *p, const uint16_t *v, int m, int kdim, int n, int elem, float *out)
+int tfa_compute_pv(const uint16_t *p, const uint16_t *v, int m, int kdim, int n, int elem, const float *acc,
+                   int reference, float *out)
 {
-    return matmul_narrow(p, v, m, kdim, n, 0, elem, out);
+    return matmul_narrow(p, v, m, kdim, n, 0, elem, acc, reference, out);
 }
+
+/* exp_model codes: 0 tfa, 1 libm, 2 cpu_sim */
+static int exp_model_ok(int exp_model) { return exp_model >= 0 && exp_model <= 2; }
 
 int tfa_compute_p(const float *x, const uint8_t *mask, int rows, int cols, float scale, float softcap, int first,
-                  int exp_model, int out_elem, float *m_io, float *l_io, float *l1_exp_max, uint16_t *x_exp)
+                  int exp_model, int reference, int out_elem, float *m_io, float *l_io, float *l1_exp_max,
+                  uint16_t *x_exp)
 {
-    if ((out_elem != TFA_ELEM_F16 && out_elem != TFA_ELEM_BF16) || (exp_model != 0 && exp_model != 1))
+    if ((out_elem != TFA_ELEM_F16 && out_elem != TFA_ELEM_BF16) || !exp_model_ok(exp_model)
+        || (reference != TFA_REF_NPU && reference != TFA_REF_CPU_SIM))
         return TFA_ERR_ARG;
-    struct p_args a = {x, mask, rows, cols, scale, softcap, first, exp_model, out_elem, NULL,
+    struct p_args a = {x, mask, rows, cols, scale, softcap, first, exp_model, reference, out_elem, NULL,
                        m_io, l_io, l1_exp_max, x_exp};
     if ((mask != NULL || softcap > 0.0f) && cols > 0) { /* the row's scores are built once, read twice */
         a.y = malloc((size_t)cols * sizeof(float));
@@ -771,7 +802,7 @@ int tfa_compute_p(const float *x, const uint8_t *mask, int rows, int cols, float
 int tfa_combine(const float *o_parts, const float *m_parts, const float *l_parts, int n_parts, int rows, int cols,
                 float scale, int exp_model, float *out)
 {
-    if (n_parts < 1 || (exp_model != 0 && exp_model != 1))
+    if (n_parts < 1 || !exp_model_ok(exp_model))
         return TFA_ERR_ARG;
     TFA_PICK(have_avx2(), combine)(o_parts, m_parts, l_parts, n_parts, rows, cols, scale, exp_model, out);
     return TFA_OK;

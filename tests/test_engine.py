@@ -27,12 +27,12 @@ from tfa_sim.stages.block_kernel import Numerics
 BACKEND = get_backend("native")
 
 
-def simulate_numbers(config, hw=None):
+def simulate_numbers(config, hw=None, backend=BACKEND):
     hw = hw or load_hardware(config.hardware)
     inputs = generate_inputs(config)
     c = config.case
     out = np.zeros((c.batch, c.heads, c.s0, c.head), np.float32)
-    result = simulate(config, hw, Numerics(BACKEND, inputs, out), log_events=False)
+    result = simulate(config, hw, Numerics(backend, inputs, out), log_events=False)
     return out, inputs, result
 
 
@@ -54,15 +54,18 @@ def test_pipeline_output_equals_functional(name):
     ["schedule.cv_fifo_size=4", "schedule.qk_preload=3"], ["schedule.cv_fifo_cons_sync_period=2"],
     ["schedule.l1_k=1", "schedule.l1_p=1", "schedule.l1_v=1"], ["schedule.ub_src=1", "schedule.ub_x_exp=1"],
     ["hardware.cores=1"], ["hardware.cores=3"],
+    ["schedule.l0a=1", "schedule.l0b=1"], ["schedule.l0a=4", "schedule.l0b=4"],
 ], ids=lambda o: ",".join(o))
-def test_output_does_not_depend_on_schedule_knobs(overrides):
-    base = ["case.s0=512", "case.s1=4096"]
+@pytest.mark.parametrize("reference", ["npu", "cpu_sim"])
+def test_output_does_not_depend_on_schedule_knobs(overrides, reference):
+    base = ["case.s0=512", "case.s1=4096", f'numerics.reference="{reference}"']
+    backend = get_backend("native", "tfa", reference)
     config = load_config(overrides=base + overrides)
-    out, inputs, _ = simulate_numbers(config)
+    out, inputs, _ = simulate_numbers(config, backend=backend)
     default_schedule = dataclasses.replace(config, schedule=ScheduleConfig(), hardware=HardwareConfig())
-    reference, _ = simulate_numbers(default_schedule)[0], None
-    assert_bits_equal(out, reference, str(overrides))
-    assert_bits_equal(out, run_functional(BACKEND, config, inputs)[0], str(overrides))
+    expected, _ = simulate_numbers(default_schedule, backend=backend)[0], None
+    assert_bits_equal(out, expected, str(overrides))
+    assert_bits_equal(out, run_functional(backend, config, inputs)[0], str(overrides))
 
 
 @st.composite

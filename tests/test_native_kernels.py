@@ -51,14 +51,20 @@ def assert_presult_equal(got, want, what: str) -> None:
         assert_bits_equal(getattr(got, field), getattr(want, field), f"{what}.{field}")
 
 
-@pytest.fixture(scope="module")
-def numpy_backend() -> NumpyBackend:
-    return NumpyBackend("tfa")
+@pytest.fixture(scope="module", params=nx.REFERENCES)
+def reference(request) -> str:
+    """Every kernel test runs for both references (numerics.reference): numpy and C agree in each."""
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def native_backend() -> NativeBackend:
-    return NativeBackend("tfa")
+def numpy_backend(reference) -> NumpyBackend:
+    return NumpyBackend("tfa", reference)
+
+
+@pytest.fixture(scope="module")
+def native_backend(reference) -> NativeBackend:
+    return NativeBackend("tfa", reference)
 
 
 def randn16(rng, shape, scale=1.0) -> np.ndarray:
@@ -338,16 +344,16 @@ ROW_SUM_SHAPES = {"cols_1": (3, 1), "cols_63": (4, 63), "cols_64": (4, 64), "col
 def test_row_sum_bits(shape):
     rng = np.random.default_rng(shape[1])
     x = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-4, 4, shape)).astype(F32)
-    x[0] = -0.0  # all -0: stays -0 in a full chunk, the +0 padding makes it +0 otherwise
+    x[0] = -0.0  # all -0: the sum from +0 is +0
     assert_bits_equal(native_row_sum(x), nx.row_sum(x), "row_sum")
 
 
-def test_row_sum_order_is_not_sequential():
-    """The data distinguishes the tree order from a left-to-right sum (the test has teeth)."""
+def test_row_sum_order_is_sequential():
+    """The data tells a left-to-right sum from a halving tree of 64-element chunks (the test has teeth)."""
     x = np.zeros((1, 128), F32)
     x[0, 0], x[0, 1], x[0, 32] = 1e8, 1.0, -1e8
     want = nx.row_sum(x)
-    assert want[0] != np.float32(np.float32(np.float32(1e8) + np.float32(1)) - np.float32(1e8))
+    assert want[0] == np.float32(np.float32(np.float32(1e8) + np.float32(1)) - np.float32(1e8)) == 0  # tree: 1
     assert_bits_equal(native_row_sum(x), want, "row_sum")
 
 

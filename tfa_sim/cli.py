@@ -204,8 +204,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     stages = [s for item in args.stage or [] for s in item.split(",") if s]
     report = check(args.run_dir, golden=args.golden, eps=args.eps, atol=args.atol, rtol=args.rtol, stages=stages,
-                   mem_limit_gib=args.mem_limit_gib)
-    print(format_report(report))
+                   mem_limit_gib=args.mem_limit_gib, kernel_dumps=args.kernel_dumps, exact=args.exact)
+    if report.get("kind") == "kernel_dumps":
+        from tfa_sim.views.kernel_dumps import format_kernel_report
+
+        print(format_kernel_report(report))
+    else:
+        print(format_report(report))
     print(f"wrote {Path(args.run_dir) / 'check.json'}")
     return 0 if report["passed"] else 1
 
@@ -338,6 +343,11 @@ def _run_parsers(sub: Any) -> None:
     p.add_argument("--atol", type=float, help="absolute tolerance (default eps)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default eps)")
     p.add_argument("--stage", action="append", help="only these stages or dumps, e.g. compute_p or qk,pv")
+    p.add_argument("--kernel-dumps", metavar="DIR",
+                   help="the directory the kernel's main.cpp --intermediate wrote (qk_out.bin, p_out.bin, "
+                        "exp_max_ififo.bin, out2.bin, o_out.bin, or .bin.gz): compare tensor by tensor")
+    p.add_argument("--exact", action="store_true",
+                   help="with --kernel-dumps: pass only if every compared element is bit-equal")
     p.add_argument("--mem-limit-gib", type=float, default=None,
                    help="refuse when the check would hold more memory (default: the run's numerics.mem_limit_gib, "
                         "else 80%% of the memory available)")

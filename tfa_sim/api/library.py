@@ -99,12 +99,14 @@ def tolerance(value: float | None, option: str, zero_ok: bool = True) -> float |
 
 
 def check(run_dir: str | Path, *, golden: str | Path | None = None, eps: float = 1e-3, atol: float | None = None,
-          rtol: float | None = None, stages: Iterable[str] | None = None,
-          mem_limit_gib: float | None = None) -> dict[str, Any]:
+          rtol: float | None = None, stages: Iterable[str] | None = None, mem_limit_gib: float | None = None,
+          kernel_dumps: str | Path | None = None, exact: bool = False) -> dict[str, Any]:
     """``tfa-sim check``: a run's intermediate dumps (``run(..., overrides={"numerics.intermediate_check":
     True}, out=DIR)``) against the model, or against ``golden``, a directory of the reference generator's
-    ``.bin`` files; ``stages`` narrows it (``["compute_p"]``, ``["qk", "pv"]``).  Returns the report, also
-    written to ``RUN_DIR/check.json``; ``report["passed"]`` is the verdict."""
+    ``.bin`` files; ``stages`` narrows it (``["compute_p"]``, ``["qk", "pv"]``).  ``kernel_dumps``: instead, the
+    directory the kernel's ``main.cpp --intermediate`` wrote (CPU_SIM or a board), tensor by tensor; with
+    ``exact`` only bit-equal tensors pass (tfa_sim.views.kernel_dumps).  Returns the report, also written to
+    ``RUN_DIR/check.json``; ``report["passed"]`` is the verdict."""
     from tfa_sim.views.check import check_run
 
     tolerance(eps, "--eps", zero_ok=False)
@@ -112,6 +114,15 @@ def check(run_dir: str | Path, *, golden: str | Path | None = None, eps: float =
     mem = tolerance(mem_limit_gib, "--mem-limit-gib")
     path = check_path(run_dir, "RUN_DIR")
     reference = check_path(golden, "--golden") if golden is not None else None
+    if kernel_dumps is not None:
+        from tfa_sim.views.kernel_dumps import check_kernel_dumps
+
+        if golden is not None or stages:
+            raise InputError("--kernel-dumps compares every tensor the kernel writes: drop --golden and --stage")
+        return check_kernel_dumps(path, check_path(kernel_dumps, "--kernel-dumps"), exact, mem or 0.0)
+    if exact:
+        raise InputError("--exact applies to --kernel-dumps DIR (against the model every dump must be bit-equal "
+                         "already)")
     return check_run(path, reference, eps, atol, rtol, list(stages or []), mem or 0.0)
 
 

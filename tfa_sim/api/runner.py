@@ -103,10 +103,10 @@ def prepare_numerics(config: Config, inputs_dir: str | None, summary: dict[str, 
         print(f"tfa-sim run: intermediate dumps will take {size / 2 ** 20:.1f} MiB", flush=True)
         recorder = DumpRecorder(config)
     inputs, source = get_inputs(config, inputs_dir)
-    backend = get_backend(config.numerics.backend, config.numerics.exp_model)
+    backend = get_backend(config.numerics.backend, config.numerics.exp_model, config.numerics.reference)
     c = config.case
-    summary.update(backend=backend.name, exp_model=config.numerics.exp_model, inputs=source,
-                   input_hashes=inputs.hashes)
+    summary.update(backend=backend.name, exp_model=config.numerics.exp_model, reference=config.numerics.reference,
+                   inputs=source, input_hashes=inputs.hashes)
     return Numerics(backend, inputs, np.zeros((c.batch, c.heads, c.s0, c.head), np.float32), recorder)
 
 
@@ -301,10 +301,17 @@ def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
     return out
 
 
+def _numerics_words(s: dict[str, Any]) -> str:
+    """``exp=tfa`` (the npu reference), or ``reference=cpu_sim`` with CPU_SIM's exp."""
+    if s.get("reference", "npu") == "cpu_sim":
+        return "reference=cpu_sim (exp, sums and max as the kernel's g++ CPU simulation)"
+    return f"exp={s['exp_model']}"
+
+
 def format_summary(s: dict[str, Any], out_dir: Path) -> str:
     """What ``tfa-sim run`` prints: the timing, the bottleneck, the golden verdict, the files written."""
     lines = [f"tfa-sim run: {s['case']} on {s['hardware']}"
-             + (f"  backend={s['backend']}  exp={s['exp_model']}" if "backend" in s else "  (timing only)")]
+             + (f"  backend={s['backend']}  {_numerics_words(s)}" if "backend" in s else "  (timing only)")]
     lines += format_timing(s)
     lines += format_prediction(s)
     cp = s["bottleneck"].get("critical_path", {})

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from tfa_sim.numerics import rounding as nx
+from tfa_sim.spec.errors import InputError
 
 F32 = np.float32
 
@@ -26,6 +27,20 @@ class POptions(NamedTuple):
     mask: np.ndarray | None  # boolean rows×cols, True = masked
     softcap: np.float32  # c > 0, or 0 = off
     out_dtype: np.dtype  # float16 or bfloat16
+
+
+#: ``numerics.exp_model`` choices (the npu reference's exp; cpu_sim has CPU_SIM's own).
+EXP_MODELS = ("tfa", "libm")
+
+
+def check_models(exp_model: str, reference: str) -> tuple[str, str]:
+    """``(exp_model, reference)`` if both are known, else InputError naming the bad one (both backends)."""
+    if exp_model not in EXP_MODELS:
+        raise InputError(f"numerics.exp_model={exp_model!r} is not an exp model; use one of {', '.join(EXP_MODELS)}")
+    if reference not in nx.REFERENCES:
+        raise InputError(f"numerics.reference={reference!r} is not a reference; use one of "
+                         f"{', '.join(nx.REFERENCES)}")
+    return exp_model, reference
 
 
 def p_options(x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | None, mask: Any,
@@ -52,14 +67,17 @@ class Backend(Protocol):
     """The four stage kernels, the final normalisation and the split-S1 combine, over tiles.
 
     Every method returns fresh arrays and leaves its inputs untouched; both
-    backends give bit-identical results for the ``tfa`` exp model
-    (docs/numerics.md).
+    backends give bit-identical results for the ``tfa`` exp model and for the
+    cpu_sim reference (docs/numerics.md).  ``reference`` ("npu" or "cpu_sim")
+    says whose orders the kernels follow.
     """
 
     name: str
+    reference: str
 
-    def compute_qk(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """q (M×HEAD) · k (N×HEAD)ᵀ → fp32 M×N, sequential fp32 sum over HEAD.
+    def compute_qk(self, q: np.ndarray, k: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+        """One TMATMUL of q (M×K) · k (N×K)ᵀ → fp32 M×N, a sequential fp32 sum over K from +0; with ``acc``
+        (fp32 M×N) one TMATMUL_ACC: npu continues the sum from ``acc``, cpu_sim adds the fresh sum to it.
 
         q and k are both bf16, or both anything else, which is cast to fp16.
         """
@@ -77,8 +95,9 @@ class Backend(Protocol):
         With the defaults this is the kernel's step bit for bit.
         """
 
-    def compute_pv(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """p (M×T) · v (T×HEAD) → fp32 M×HEAD, one accumulation over T; both bf16 or both fp16."""
+    def compute_pv(self, p: np.ndarray, v: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+        """One TMATMUL of p (M×T) · v (T×HEAD) → fp32 M×HEAD, or with ``acc`` one TMATMUL_ACC (as
+        ``compute_qk``); both bf16 or both fp16."""
 
     def compute_gu(self, o: np.ndarray | None, pv: np.ndarray, l1_exp_max: np.ndarray) -> np.ndarray:
         """``running_o`` update: pv on the first tile, else l1_exp_max ⊙row o + pv."""

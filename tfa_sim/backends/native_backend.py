@@ -15,15 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.backends.interface import PResult, combine_parts, p_options
+from tfa_sim.backends.interface import PResult, check_models, combine_parts, p_options
 from tfa_sim.numerics import rounding as nx
 from tfa_sim.spec.errors import InputError
 
 F16 = np.float16
 F32 = np.float32
 
-#: exp_model name → the kernels' ``exp_model`` code (tfa_native.h).
-EXP_MODEL_CODES = {"tfa": 0, "libm": 1}
+#: exp model name → the kernels' ``exp_model`` code (tfa_native.h); "cpu_sim" is the cpu_sim reference's.
+EXP_MODEL_CODES = {"tfa": 0, "libm": 1, "cpu_sim": 2}
+#: numerics.reference → the kernels' ``reference`` code (tfa_native.h).
+REFERENCE_CODES = {"npu": 0, "cpu_sim": 1}
 #: narrow dtype → ``enum tfa_elem`` (tfa_native.h); keyed by dtype, not by its ``name``, which numpy computes
 #: in Python on every access (a few µs, a thousand times a run).
 ELEM_CODES = {np.dtype(F16): 0, nx.BF16: 1}
@@ -46,6 +48,16 @@ def _model_code(exp_model: str) -> int:
     except KeyError:
         raise InputError(f"numerics.exp_model={exp_model!r} is not an exp model; use one of "
                          f"{', '.join(EXP_MODEL_CODES)}") from None
+
+
+def _acc_ptr(ffi, acc, shape: tuple[int, int], what: str) -> tuple[Any, np.ndarray | None]:
+    """The accumulator of a TMATMUL_ACC as a C pointer (NULL for a TMATMUL) and the array it points into."""
+    if acc is None:
+        return ffi.NULL, None
+    a = _f32(acc)
+    if a.shape != shape:
+        raise ValueError(f"{what}: the accumulator is {a.shape}, the product {shape}")
+    return _ptr(ffi, "float *", a), a
 
 
 def _ptr(ffi, ctype: str, a: np.ndarray):
@@ -78,17 +90,18 @@ def _operands(a, b) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 class NativeBackend:
-    """C implementation of the stage kernels; matches NumpyBackend bit for bit (tfa exp)."""
+    """C implementation of the stage kernels; matches NumpyBackend bit for bit (tfa exp, or cpu_sim)."""
 
     name = "native"
 
-    def __init__(self, exp_model: str = "tfa") -> None:
-        self.exp_model = exp_model
-        self._model = _model_code(exp_model)
+    def __init__(self, exp_model: str = "tfa", reference: str = "npu") -> None:
+        self.exp_model, self.reference = check_models(exp_model, reference)
+        self._model = _model_code("cpu_sim" if reference == "cpu_sim" else exp_model)
+        self._reference = REFERENCE_CODES[reference]
         mod = _native()
         self._ffi, self._lib = mod.ffi, mod.lib
 
-    def compute_qk(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    def compute_qk(self, q: np.ndarray, k: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
         q16, k16, elem = _operands(q, k)
         m, head = q16.shape
         n, head_k = k16.shape
@@ -96,8 +109,10 @@ class NativeBackend:
             raise ValueError(f"compute_qk: q is {q16.shape}, k is {k16.shape}; HEAD differs")
         out = np.empty((m, n), F32)
         ffi = self._ffi
+        acc_ptr, _keep = _acc_ptr(ffi, acc, (m, n), "compute_qk")
         _check(self._lib.tfa_compute_qk(_ptr(ffi, "uint16_t *", q16), _ptr(ffi, "uint16_t *", k16),
-                                        m, n, head, elem, _ptr(ffi, "float *", out)), "compute_qk")
+                                        m, n, head, elem, acc_ptr, self._reference, _ptr(ffi, "float *", out)),
+               "compute_qk")
         return out
 
     def compute_p(self, x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | None,
@@ -115,11 +130,11 @@ class NativeBackend:
         mask_ptr = ffi.NULL if opt.mask is None else _ptr(ffi, "uint8_t *", np.ascontiguousarray(opt.mask))
         _check(self._lib.tfa_compute_p(
             _ptr(ffi, "float *", x32), mask_ptr, rows, cols, float(F32(scale)), float(opt.softcap), int(first),
-            self._model, _elem_code(opt.out_dtype), _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
+            self._model, self._reference, _elem_code(opt.out_dtype), _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
             _ptr(ffi, "float *", l1_exp_max), _ptr(ffi, "uint16_t *", x_exp.view(np.uint16))), "compute_p")
         return PResult(x_exp, l1_exp_max, m, l)
 
-    def compute_pv(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def compute_pv(self, p: np.ndarray, v: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
         p16, v16, elem = _operands(p, v)
         m, t = p16.shape
         t_v, n = v16.shape
@@ -127,8 +142,10 @@ class NativeBackend:
             raise ValueError(f"compute_pv: p is {p16.shape}, v is {v16.shape}; T differs")
         out = np.empty((m, n), F32)
         ffi = self._ffi
+        acc_ptr, _keep = _acc_ptr(ffi, acc, (m, n), "compute_pv")
         _check(self._lib.tfa_compute_pv(_ptr(ffi, "uint16_t *", p16), _ptr(ffi, "uint16_t *", v16),
-                                        m, t, n, elem, _ptr(ffi, "float *", out)), "compute_pv")
+                                        m, t, n, elem, acc_ptr, self._reference, _ptr(ffi, "float *", out)),
+               "compute_pv")
         return out
 
     def compute_gu(self, o: np.ndarray | None, pv: np.ndarray, l1_exp_max: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.backends.interface import PResult, combine_parts, p_options
+from tfa_sim.backends.interface import PResult, check_models, combine_parts, p_options
 from tfa_sim.numerics import rounding as nx
 
 F32 = np.float32
@@ -17,11 +17,20 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def __init__(self, exp_model: str = "tfa") -> None:
-        self.exp = nx.EXP_MODELS[exp_model]
+    def __init__(self, exp_model: str = "tfa", reference: str = "npu") -> None:
+        self.exp_model, self.reference = check_models(exp_model, reference)
+        cpu_sim = reference == "cpu_sim"
+        self.exp = nx.EXP_MODELS["cpu_sim" if cpu_sim else exp_model]
+        self._row_max = nx.row_max_first if cpu_sim else nx.row_max
+        self._max = nx.maximum_first if cpu_sim else nx.maximum
+        self._acc = nx.matmul_add if cpu_sim else nx.matmul
 
-    def compute_qk(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        return nx.matmul(q, np.asarray(k).T)
+    def _matmul(self, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None) -> np.ndarray:
+        """TMATMUL (``acc`` None), else TMATMUL_ACC as the reference defines it."""
+        return nx.matmul(a, b) if acc is None else self._acc(a, b, acc)
+
+    def compute_qk(self, q: np.ndarray, k: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+        return self._matmul(q, np.asarray(k).T, acc)
 
     def compute_p(self, x: np.ndarray, m_prev: np.ndarray | None, l_prev: np.ndarray | None,
                   scale: np.float32, mask: np.ndarray | None = None, softcap: float = 0.0,
@@ -38,13 +47,13 @@ class NumpyBackend:
         capped = bool(opt.softcap > 0)
         y = nx.softcap_scores(x, s, opt.softcap) if capped else np.asarray(x, dtype=F32)
         y = nx.apply_mask(y, opt.mask)
-        tile_max = nx.row_max(y)
+        tile_max = self._row_max(y)
         if m_prev is None:
             m = tile_max
             l1_exp_max = np.ones_like(m)
         else:
             m_prev = np.asarray(m_prev, dtype=F32)
-            m = nx.maximum(tile_max, m_prev)
+            m = self._max(tile_max, m_prev)
             l1_exp_max = self._exp_shifted(m_prev, m, s, capped)
         e = self._exp_shifted(y, m[:, None], s, capped)  # subtract the max first, then scale
         tile_sum = nx.row_sum(e)  # the sum uses the unrounded fp32 E
@@ -57,8 +66,8 @@ class NumpyBackend:
             d = y - m
             return self.exp(d if capped else d * s)
 
-    def compute_pv(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return nx.matmul(p, v)
+    def compute_pv(self, p: np.ndarray, v: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+        return self._matmul(p, v, acc)
 
     def compute_gu(self, o: np.ndarray | None, pv: np.ndarray, l1_exp_max: np.ndarray) -> np.ndarray:
         if o is None:

@@ -2,17 +2,22 @@
 
 This module is the numerics contract (docs/numerics.md): the native C kernels
 in ``native/tfa_native.c`` execute the same fp32 operations in the same order,
-so both backends are bit-identical.  Orders that IEEE leaves open are fixed
-here once:
+so both backends are bit-identical.  Two references fix the orders IEEE leaves
+open (``numerics.reference``): ``"npu"``, the NPU contract (the PTO ISA's
+executable specification, pto-spec, where it defines an order), and
+``"cpu_sim"``, the kernel's own CPU simulation built with g++ (CPU_SIM).
 
-* matmul: fp16×fp16 products are exact in fp32; they are accumulated in fp32
-  sequentially over the reduction index k = 0, 1, …, K−1, starting from +0.
-* row sum: each row is cut into 64-element chunks (one 256-byte vector repeat
-  of fp32; the last chunk is padded with +0); inside a chunk a halving tree
-  (``v[:32] + v[32:]``, then ``[:16] + [16:]`` … down to one value); chunk
-  results are then added in order, left to right.
-* exp: :func:`exp_tfa`, a fully specified fp32 algorithm (below); ``libm``
-  is kept for comparison only and is not bit-identical across backends.
+* matmul (:func:`matmul`): fp16×fp16 products are exact in fp32; one TMATMUL
+  accumulates them in fp32 sequentially over its k = 0, 1, …, K−1, from +0.
+  A TMATMUL_ACC continues that chain from the accumulator (npu, pto-spec's
+  ``TMATMUL_ACC``); CPU_SIM runs a fresh chain and adds it to the accumulator
+  once (:func:`matmul_add`).  The kernel issues one call per K panel
+  (:func:`kernel_cube_k`) and, for PV, per CUBE_S1 sub-tile.
+* row sum (:func:`row_sum`): left to right from +0 over the row's columns
+  (pto-spec's ``TROWSUM`` column order; CPU_SIM's ``TROWSUM`` loop).
+* exp: :func:`exp_tfa`, a fully specified fp32 algorithm (below), for npu;
+  :func:`exp_cpu_sim`, ``(float)exp((double)x)``, for cpu_sim; ``libm`` is
+  kept for comparison only and is not bit-identical across backends.
 * fp32 → fp16 or bf16 (:func:`narrow`): round to nearest even (the kernel's
   ``CAST_ROUND``).
 * bf16 operands: products of two bf16 values are one rounded fp32 multiply
@@ -21,8 +26,11 @@ here once:
 * masks: ``MASK_VALUE`` is added (one fp32 add) to the masked scores; without
   softcap to the raw scores, with softcap after the cap (:func:`softcap_scores`).
 * tanh: :func:`tanh_tfa`, a fully specified fp32 algorithm built on :func:`exp_tfa`.
-* max: NaN propagates, and +0 counts above −0 (:func:`maximum`, :func:`row_max`),
-  so every max is order-free.
+* max: npu — NaN propagates, and +0 counts above −0 (:func:`maximum`,
+  :func:`row_max`), so every max is order-free; cpu_sim — ``std::max``, the
+  first of two equal values (:func:`maximum_first`, :func:`row_max_first`).
+* the softmax scale (:func:`softmax_scale`): the kernel's compile-time
+  ``constexpr_inv_sqrt(HEAD)``, in both references.
 """
 from __future__ import annotations
 
@@ -39,6 +47,9 @@ U32 = np.uint32
 #: The narrow element types of Q, K, V and ``x_exp``.
 INPUT_DTYPES = (np.dtype(F16), BF16)
 
+#: ``numerics.reference``: whose orders the rounding points follow (module docstring).
+REFERENCES = ("npu", "cpu_sim")
+
 
 def input_dtype(name: str) -> np.dtype:
     """``case.dtype`` ("fp16" or "bf16") as a numpy dtype."""
@@ -53,8 +64,11 @@ def bf16_from_npy(a: np.ndarray) -> np.ndarray:
 #: Value the kernel adds to masked scores (above the causal diagonal) before the row max.
 MASK_VALUE = F32(-3.40282e38)
 
-#: Elements per vector repeat for fp32 (256 bytes); the row-sum chunk.
-REPEAT_F32 = 64
+#: The kernel's L0A/L0B ping-pong buffer: ``MEM_BUFFER_SIZE_BYTES`` of pto_macro_matmul (64 KiB / 2).
+KERNEL_L0_BUFFER_BYTES = 32 * 1024
+#: ``calculateFittingCubeK``'s candidates, largest first, and its fallback.
+KERNEL_CUBE_KS = (256, 128, 64)
+KERNEL_CUBE_K_SMALLEST = 32
 
 # exp_tfa constants (Cephes expf): Cody–Waite split of ln 2 and a degree-5
 # minimax polynomial for (exp(r) − 1 − r)/r² on |r| ≤ ln2/2.
@@ -77,8 +91,37 @@ TANH_MAX_ULP = 1  # measured bound vs correctly rounded tanh, see tests/test_tan
 
 
 def softmax_scale(head: int) -> np.float32:
-    """s = 1/sqrt(HEAD), computed in float64 and rounded once to fp32."""
-    return F32(1.0 / np.sqrt(head))
+    """s, the kernel's ``constexpr_inv_sqrt(HEAD)``: eight fp32 Newton steps ``g = 0.5·(g + x/g)`` from
+    g = x = HEAD, then ``1/g``, every operation rounded to fp32.
+
+    The kernel evaluates it at compile time, so it is the same constant on the NPU and in CPU_SIM.  It
+    equals ``fp32(1/sqrt(HEAD))`` for most HEADs, not all (HEAD 112: one ULP below; from HEAD 272 on
+    eight steps no longer converge for some HEADs).
+    """
+    x = F32(head)
+    g = x
+    for _ in range(8):
+        g = F32(F32(0.5) * F32(g + F32(x / g)))
+    return F32(F32(1.0) / g)
+
+
+def kernel_cube_k(m: int, n: int, tile_k: int) -> int:
+    """The K panel of one ``pto_macro_matmul<m, tile_k, n>`` call: ``calculateFittingCubeK(m, n)`` — the
+    largest of 256/128/64 whose m×K and K×n fp16 panels fit a 32 KiB L0A/L0B buffer, else 32 — and at
+    most ``tile_k``.
+
+    A compile-time constant of the kernel: it does not depend on tfa-sim's buffer-count knobs, so the
+    numerics do not either (the timing model's ``cube_k`` follows the knobs).
+    """
+    fit = next((k for k in KERNEL_CUBE_KS if m * k * 2 <= KERNEL_L0_BUFFER_BYTES
+                and k * n * 2 <= KERNEL_L0_BUFFER_BYTES), KERNEL_CUBE_K_SMALLEST)
+    return min(fit, tile_k)
+
+
+def panels(k: int, panel: int) -> list[slice]:
+    """The K panels ``[0, panel), [panel, 2·panel), …`` of a reduction over ``k`` (the last may be short)."""
+    step = max(1, panel)
+    return [slice(k0, min(k0 + step, k)) for k0 in range(0, k, step)] or [slice(0, 0)]
 
 
 # --------------------------------------------------------------------------- masks
@@ -239,7 +282,19 @@ def exp_libm(x: np.ndarray) -> np.ndarray:
     return np.exp(np.asarray(x, dtype=F32))
 
 
-EXP_MODELS = {"tfa": exp_tfa, "libm": exp_libm}
+def exp_cpu_sim(x: np.ndarray) -> np.ndarray:
+    """CPU_SIM's TEXP: ``(float)exp((double)x)`` — the float64 exp, rounded once to fp32.
+
+    numpy's float64 exp stands for the C library's ``exp``; the two gave the same fp32 on every fp32 in
+    [−104, 89] (all 2.24e9, glibc 2.36 and numpy 2.4, measured once).  glibc's ``expf`` does not
+    (170,648 of them differ).  NaN passes through; overflow gives +inf, underflow +0.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        return np.exp(np.asarray(x, dtype=F32).astype(np.float64)).astype(F32)
+
+
+#: The exp of each ``numerics.exp_model`` (npu) and of the cpu_sim reference.
+EXP_MODELS = {"tfa": exp_tfa, "libm": exp_libm, "cpu_sim": exp_cpu_sim}
 
 
 def tanh_tfa(x: np.ndarray) -> np.ndarray:
@@ -312,43 +367,82 @@ def row_max(x: np.ndarray) -> np.ndarray:
     return m
 
 
+def maximum_first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``std::max(a, b)`` element-wise, CPU_SIM's TMAX: ``a < b ? b : a`` — the first argument on ties
+    (so of ±0 the first's sign) and whenever either is NaN."""
+    a = np.asarray(a, dtype=F32)
+    b = np.asarray(b, dtype=F32)
+    return np.where(a < b, b, a).astype(F32, copy=False)
+
+
+def row_max_first(x: np.ndarray) -> np.ndarray:
+    """CPU_SIM's TROWMAX: ``m = x[0]; m = std::max(m, x[j])`` for j = 1 … in order.
+
+    The value is the exact max of the row; of equal values the first is kept (a zero max takes the sign
+    of the row's first zero), a NaN in column 0 is the result and any later NaN is skipped.
+    """
+    x = np.asarray(x, dtype=F32)
+    if x.shape[1] == 0:
+        return np.full(x.shape[0], -np.inf, F32)
+    with np.errstate(invalid="ignore"):
+        m = np.fmax.reduce(x, axis=1).astype(F32, copy=False)  # NaN only where the whole row is NaN
+    zero = m == 0
+    if zero.any():
+        first = np.argmax(x == 0, axis=1)
+        m = np.where(zero, x[np.arange(x.shape[0]), first], m).astype(F32, copy=False)
+    return np.where(np.isnan(x[:, 0]), x[:, 0], m).astype(F32, copy=False)
+
+
 def row_sum(x: np.ndarray) -> np.ndarray:
-    """Row-wise fp32 sum in the vector unit's order (module docstring)."""
+    """Row-wise fp32 sum left to right from +0: ``acc = +0; acc = acc + x[j]`` for j = 0, 1, … in order.
+
+    The order of pto-spec's ``TROWSUM`` (column order from the sum's identity +0) and of CPU_SIM's.
+    ``np.add.accumulate`` adds strictly in order (each prefix is an output), starting from x[0] instead
+    of +0 + x[0]; the two differ only when every prefix is a zero, and then only by a −0 that the final
+    ``+ 0`` turns into the +0 the contract gives.
+    """
     x = np.asarray(x, dtype=F32)
     rows, cols = x.shape
-    chunks = -(-cols // REPEAT_F32)
-    if chunks * REPEAT_F32 != cols:
-        x = np.concatenate([x, np.zeros((rows, chunks * REPEAT_F32 - cols), F32)], axis=1)
-    v = x.reshape(rows, chunks, REPEAT_F32)
-    half = REPEAT_F32 // 2
-    while half:
-        v = v[:, :, :half] + v[:, :, half:]
-        half //= 2
-    v = v[:, :, 0]
-    acc = v[:, 0].copy()
-    for c in range(1, chunks):
-        acc += v[:, c]
-    return acc
+    if cols == 0:
+        return np.zeros(rows, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.add.accumulate(x, axis=1, dtype=F32)[:, -1] + F32(0)
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` for fp16 or bf16 a (M×K) and b (K×N): fp32 products, sequential fp32 sum over k.
+def matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+    """``acc + a @ b`` as one chain, for fp16 or bf16 a (M×K) and b (K×N): TMATMUL (``acc`` None: from +0)
+    or pto-spec's TMATMUL_ACC (the chain starts from ``acc``).
 
     Both operands bf16: bf16 arithmetic; otherwise both are cast to fp16.  Each
     product is one rounded fp32 multiply (exact for fp16; exact for bf16 unless
-    it overflows or falls below 2^-126), added to ``acc`` (from +0) in order k = 0 … K−1.
+    it overflows or falls below 2^-126), added to the running fp32 value in order k = 0 … K−1.
     """
     dt = operand_dtype(a, b)
     a32 = widen(np.asarray(a, dtype=dt))
     b32 = widen(np.asarray(b, dtype=dt))
     m, k = a32.shape
-    acc = np.zeros((m, b32.shape[1]), F32)
-    prod = np.empty_like(acc)
+    if acc is None:
+        out = np.zeros((m, b32.shape[1]), F32)
+    else:
+        out = np.array(acc, dtype=F32, copy=True)
+        if out.shape != (m, b32.shape[1]):
+            raise ValueError(f"matmul: the accumulator is {out.shape}, the product {(m, b32.shape[1])}")
+    prod = np.empty_like(out)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # bf16 extremes: inf, inf − inf
         for i in range(k):
             np.multiply(a32[:, i, None], b32[None, i, :], out=prod)
-            np.add(acc, prod, out=acc)
-    return acc
+            np.add(out, prod, out=out)
+    return out
+
+
+def matmul_add(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """CPU_SIM's TMATMUL_ACC: a fresh chain ``a @ b`` from +0 (:func:`matmul`), then one fp32 add to ``acc``."""
+    chain = matmul(a, b)
+    acc32 = np.asarray(acc, dtype=F32)
+    if acc32.shape != chain.shape:
+        raise ValueError(f"matmul: the accumulator is {acc32.shape}, the product {chain.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return acc32 + chain
 
 
 def matmul_f16(a: np.ndarray, b: np.ndarray) -> np.ndarray:

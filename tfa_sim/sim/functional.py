@@ -16,11 +16,12 @@ from tfa_sim.numerics.intermediates import INTERMEDIATES, block_index, empty_ful
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
 from tfa_sim.spec.blocks import Block, make_blocks
 from tfa_sim.spec.config import Config
-from tfa_sim.stages.block_kernel import Partials
+from tfa_sim.stages.block_kernel import Partials, matmul_panels
 from tfa_sim.stages.combine import combine_blocks, merge
 from tfa_sim.stages.compute_gu import update
 from tfa_sim.stages.compute_p import softmax
 from tfa_sim.stages.compute_pv import pv_tile
+from tfa_sim.stages.compute_qk import qk_product
 
 F32 = np.float32
 
@@ -49,6 +50,7 @@ def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
     c, t_cfg = config.case, config.tiling
     n, cube_s1, tile_s1, vec_s0 = block.n_rows, t_cfg.cube_s1, t_cfg.tile_s1, t_cfg.vec_s0
     scale, dtype = softmax_scale(c.head), input_dtype(c.dtype)
+    qk_panel, pv_panel = matmul_panels(config)
     rows = block.rows
     q_block = inputs.q[rows.batch, rows.heads, rows.pos]
     k = inputs.k[block.batch, block.kv_head]
@@ -64,7 +66,7 @@ def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
         qk_tile = np.zeros((n, tile_s1), F32)  # sub-tiles no row sees stay +0
         for s in block.active_subs(t):
             c0 = block.col0(t, s)
-            qk_tile[:, s * cube_s1:(s + 1) * cube_s1] = backend.compute_qk(q_block, k[c0:c0 + cube_s1])
+            qk_tile[:, s * cube_s1:(s + 1) * cube_s1] = qk_product(backend, qk_panel, q_block, k[c0:c0 + cube_s1])
         x_exp = np.empty((n, tile_s1), dtype)
         exp_max = np.empty(n, F32)
         for r0, nr in slices:
@@ -72,7 +74,7 @@ def run_block(backend: Backend, config: Config, block: Block, inputs: Inputs,
             x_exp[sl], exp_max[sl], m[sl], l[sl] = softmax(
                 backend, block.masked(t, r0, nr), scale, c.softcap, dtype, qk_tile[sl],
                 None if t == 0 else m[sl], None if t == 0 else l[sl])
-        pv = pv_tile(backend, block, t, x_exp, v[cols])
+        pv = pv_tile(backend, pv_panel, block, t, x_exp, v[cols])
         for r0, count in map(block.lane_rows, range(2)):
             hs = slice(r0, r0 + count)
             running_o[hs] = update(backend, t == 0, t == last and not block.partial, running_o[hs], pv[hs],

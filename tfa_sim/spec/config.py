@@ -99,7 +99,8 @@ class NumericsConfig:
     dump_limit_gib: float = 2.0  # refuse to write more dump data than this
     mem_limit_gib: float = 0.0  # refuse a run estimated to hold more memory than this (0: 80% of what is free)
     backend: str = "native"  # numpy | native
-    exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm
+    exp_model: str = "tfa"  # tfa (bit-identical across backends) | libm: the npu reference's exp
+    reference: str = "npu"  # npu (the NPU contract) | cpu_sim (the kernel's g++ CPU simulation, bit for bit)
     seed: int = 7  # the reference generator's numpy.random.seed
     blas_threads: int = 1  # BLAS threads for the numerics' matmuls (numerics/blas.py: small matmuls run best on one)
     threads: int = 0  # threads running finished blocks' stage kernels (engine/ops.py); 0: sim.simulation.op_workers
@@ -152,6 +153,7 @@ class Config:
 _SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
                   "numerics": NumericsConfig, "hardware": HardwareConfig}
 CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm"),
+           ("numerics", "reference"): ("npu", "cpu_sim"),
            ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first"),
            ("hardware", "host"): ("aarch64", "x86_64", "")}  # "": the host is not known
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).

@@ -43,6 +43,9 @@ def _check_variants(config: Config) -> None:
              f"(0 = off; Gemma uses 50 for attention)")
     _require(not c.mask or not c.causal, "case.mask replaces the causal mask: give either --mask FILE or "
              "case.causal = true, not both (put the causal part into the mask file)")
+    n = config.numerics
+    _require(n.reference != "cpu_sim" or n.exp_model == "tfa", f"numerics.exp_model={n.exp_model} chooses the npu "
+             f"reference's exp; numerics.reference=cpu_sim brings CPU_SIM's own, (float)exp((double)x): drop one")
 
 
 def _require(ok: bool, message: str) -> None:

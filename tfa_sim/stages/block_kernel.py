@@ -26,6 +26,7 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program, Wait
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.numerics.inputs import Inputs
+from tfa_sim.numerics.rounding import kernel_cube_k
 from tfa_sim.spec.blocks import Block
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
@@ -73,9 +74,18 @@ class Shape:
     qk_preload: int
     qk_cube_k: int  # CubeK of compute_qk's matmul
     pv_cube_k: int
-    scale: np.float32  # the softmax scale s = fp32(1/sqrt(HEAD))
+    scale: np.float32  # the softmax scale s, the kernel's constexpr_inv_sqrt(HEAD) (rounding.softmax_scale)
     softcap: float  # c > 0: scores capped to c·tanh(s·x/c); 0: off
     dtype: Any  # Q, K, V and P (x_exp): float16 or bfloat16
+    qk_panel: int  # the numerics' K panel of compute_qk's matmul (rounding.kernel_cube_k: the kernel's, no knob)
+    pv_panel: int  # the same of compute_pv's, within one CUBE_S1 sub-tile
+
+
+def matmul_panels(config: Config) -> tuple[int, int]:
+    """The K panels of the numerics' matmuls, (QK, PV), as the kernel's calls ``pto_macro_matmul<CUBE_S0, HEAD,
+    CUBE_S1>`` (QK) and ``<CUBE_S0, CUBE_S1, HEAD>`` (PV, one call per sub-tile) cut them."""
+    c, t = config.case, config.tiling
+    return kernel_cube_k(t.cube_s0, t.cube_s1, c.head), kernel_cube_k(t.cube_s0, c.head, t.cube_s1)
 
 
 class BlockKernel:

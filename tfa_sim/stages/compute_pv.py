@@ -11,7 +11,9 @@ Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
    returns a credit (``free()``);
 4. ``TEXTRACT`` (MTE1): P and V panels into L0A/L0B halves;
 5. ``TMATMUL`` (M): accumulate into the tile's L0C accumulator (taken at sub-tile
-   0 and held across the tile's sub-tiles: Init, Acc, Final);
+   0 and held across the tile's sub-tiles: Init, Acc, Final) — the accumulator
+   holds the running fp32 tile; the tile's first computed sub-tile is a TMATMUL,
+   every later one a TMATMUL_ACC into it (numerics: :func:`pv_product`);
 6. after the tile's last active sub-tile, the producer's ``allocate()`` when the
    credit rule says so, then ``FIXPIPE →pv_tile_fifo`` (FIX): one fp32 store of
    the accumulated tile, signalling the tile ready (``record()``).
@@ -31,38 +33,34 @@ from tfa_sim.buffers.data import Compute, Move
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
+from tfa_sim.numerics.rounding import panels
 from tfa_sim.spec.blocks import Block
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_pv"
 
-#: What an L0C accumulator holds between the matmuls of one tile: its (P, V) chunk pairs.
-Products = list[tuple[np.ndarray, np.ndarray]]
+
+def pv_product(backend: Backend, panel: int, acc: np.ndarray | None, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """One sub-tile's P·V into the tile's L0C accumulator ``acc`` (fp32 rows × HEAD; None before the tile's
+    first computed sub-tile) in the kernel's calls: the sub-tile's keys cut into K panels of ``panel``, each
+    a TMATMUL_ACC into the accumulator — the tile's very first a TMATMUL (Init).  What a TMATMUL_ACC does
+    with the accumulator is the backend's reference (npu: the chain continues; cpu_sim: a fresh chain
+    added once)."""
+    for keys in panels(p.shape[1], panel):
+        acc = backend.compute_pv(p[:, keys], v[keys], acc)
+    assert acc is not None
+    return acc
 
 
-def first_product(p: np.ndarray, v: np.ndarray) -> Products:
-    """TMATMUL Init: the accumulator starts with this sub-tile's product."""
-    return [(p, v)]
-
-
-def next_product(acc: Products, p: np.ndarray, v: np.ndarray) -> Products:
-    """TMATMUL Acc: the sub-tile's product joins the tile's accumulation."""
-    return [*acc, (p, v)]
-
-
-def tile_product(backend: Backend, products: Products) -> np.ndarray:
-    """The L0C sum of a tile's sub-products: one fp32 accumulation over its computed columns, in order."""
-    p = np.concatenate([p for p, _ in products], axis=1)
-    v = np.concatenate([v for _, v in products], axis=0)
-    return backend.compute_pv(p, v)
-
-
-def pv_tile(backend: Backend, block: Block, t: int, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """P (rows × TILE_S1) · V (TILE_S1 × HEAD) over the computed sub-tiles' columns only (the others' P is
-    +0 and never loaded)."""
+def pv_tile(backend: Backend, panel: int, block: Block, t: int, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """P (rows × TILE_S1) · V (TILE_S1 × HEAD) as the stage issues it: :func:`pv_product` per computed sub-tile,
+    in order (the others' P is +0 and never loaded)."""
     cs = block.cube_s1
-    cols = np.concatenate([np.arange(s * cs, (s + 1) * cs) for s in block.active_subs(t)])
-    return backend.compute_pv(p[:, cols], v[cols])
+    acc: np.ndarray | None = None
+    for s in block.active_subs(t):
+        keys = slice(s * cs, (s + 1) * cs)
+        acc = pv_product(backend, panel, acc, p[:, keys], v[keys])
+    return np.zeros((p.shape[0], v.shape[1]), np.float32) if acc is None else acc
 
 
 def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
@@ -94,10 +92,13 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
         op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))
     subs = b.active_subs(t)
     init = s == subs[0]  # the accumulator is taken by the tile's first computed sub-tile (Init)
-    accumulate = Compute(first_product, (a, bb), (acc,)) if init else Compute(next_product, (acc, a, bb), (acc,))
+    accumulate: tuple[Effect, ...] | None = None
+    if k.numerics:  # Init: a TMATMUL into the accumulator; Acc: TMATMUL_ACC
+        step = partial(pv_product, k.data.backend, n.pv_panel)
+        accumulate = (Compute(partial(step, None), (a, bb), (acc,)) if init else Compute(step, (acc, a, bb), (acc,)),)
     matmul = yield k.instr(
         aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(rows, n.head, n.cube_s1, n.pv_cube_k),
-        waits=(extract, acc) if init else (extract,), op=(accumulate,) if k.numerics else None,
+        waits=(extract, acc) if init else (extract,), op=accumulate,
         then=(a.release, bb.release), flops=2 * rows * n.cube_s1 * n.head)
     if s != subs[-1]:
         return
@@ -108,7 +109,6 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     op: tuple[Effect, ...] | None = None
     if k.numerics:
         region = pv.region((slice(0, rows),))
-        op = (Compute(partial(tile_product, k.data.backend), (acc,), (region,)),
-              *k.dump("pv_fifo", t, 0, region, t % k.pv_fifo.depth))
+        op = (Move(acc, region), *k.dump("pv_fifo", t, 0, region, t % k.pv_fifo.depth))
     yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
                   waits=(matmul,), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

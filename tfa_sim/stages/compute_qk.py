@@ -5,7 +5,9 @@ Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
 1. ``TLOAD K`` (MTE2): the K chunk into an L1 slot;
 2. ``TEXTRACT`` (MTE1): Q and K panels from L1 into L0A/L0B halves;
 3. ``TMATMUL`` (M): fp16×fp16 products, fp32 sum over HEAD, into the L0C accumulator
-   the AIC program assigned;
+   the AIC program assigned — as the kernel's ``pto_macro_matmul`` issues it, one
+   TMATMUL on the first K panel, a TMATMUL_ACC on each later one (numerics:
+   :func:`qk_product`);
 4. at sub-tile 0, when the credit rule says so, the producer's ``allocate()``: the
    AIC's scalar unit waits for a credit, and nothing after it is issued until then;
 5. ``FIXPIPE →qk_tile_fifo`` (FIX): the fp32 accumulator into the sub-tile's columns
@@ -18,20 +20,33 @@ bits never depend on stale memory.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Const, Location, Move
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.gm import MISS
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
+from tfa_sim.numerics.rounding import panels
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_qk"
 ZERO = Const(np.float32(0.0))
+
+
+def qk_product(backend: Backend, panel: int, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """One sub-tile's Q·Kᵀ in the kernel's calls: HEAD cut into K panels of ``panel``, a TMATMUL on the first,
+    a TMATMUL_ACC into the accumulator on each later one (one panel for HEAD ≤ 128)."""
+    acc: np.ndarray | None = None
+    for cols in panels(q.shape[1], panel):
+        acc = backend.compute_qk(q[:, cols], k[:, cols], acc)
+    assert acc is not None
+    return acc
 
 
 def load_q(k: BlockKernel) -> Program:
@@ -72,7 +87,8 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
             then=(k_l1.release,))
         matmul = yield k.instr(
             aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(rows, n.cube_s1, n.head, n.qk_cube_k),
-            waits=(extract, acc), op=(Compute(k.data.backend.compute_qk, (a, bb), (acc,)),) if k.numerics else None,
+            waits=(extract, acc), op=(Compute(partial(qk_product, k.data.backend, n.qk_panel), (a, bb), (acc,)),)
+            if k.numerics else None,
             then=(a.release, bb.release), flops=2 * rows * n.cube_s1 * n.head)
         out_bytes, source = rows * n.cube_s1 * FP32, acc
         store_waits, store_cost = (matmul,), k.gm_move(out_bytes, "l0c_to_gm")

@@ -41,7 +41,7 @@ from tfa_sim.spec.hardware import Hardware
 from tfa_sim.spec.masks import Mask
 from tfa_sim.spec.units import LANES
 from tfa_sim.stages import STAGES
-from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape
+from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape, matmul_panels
 from tfa_sim.stages.compute_gu import compute_gu
 from tfa_sim.stages.compute_p import compute_p
 from tfa_sim.stages.compute_pv import compute_pv
@@ -136,7 +136,8 @@ class TfaKernel:
         pv_k = cube_k(t.cube_s0, c.head, t.cube_s1, l0a_half, l0b_half)
         assert qk_k is not None and pv_k is not None, "legality admits only configs with a CubeK"
         self.shape = Shape(c.head, t.cube_s0, t.cube_s1, t.tile_s1, t.k_tile_factor, t.vec_s0, t.cube_s0 // 2,
-                           s.qk_preload, qk_k, pv_k, softmax_scale(c.head), c.softcap, input_dtype(c.dtype))
+                           s.qk_preload, qk_k, pv_k, softmax_scale(c.head), c.softcap, input_dtype(c.dtype),
+                           *matmul_panels(config))
         cores = hw.cube_cores
         self.blocks: Sequence[Block] = order_blocks(make_blocks(config, mask, cores), s.block_order, cores)
 

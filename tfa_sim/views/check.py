@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ def run_inputs(summary: dict[str, Any], config: Config) -> Inputs:
 
 def model_reference(config: Config, summary: dict[str, Any]) -> Any:
     """The model's value of a dump: get(name, block, tile) → array."""
-    backend = get_backend(summary.get("backend", config.numerics.backend), config.numerics.exp_model)
+    n = config.numerics
+    backend = get_backend(summary.get("backend", n.backend), n.exp_model, n.reference)
     cores = load_hardware(config.hardware).cube_cores
     _o, rec = run_functional(backend, config, run_inputs(summary, config), record=True, cores=cores)
     assert rec is not None
@@ -144,9 +146,14 @@ def read_manifest(run_dir: Path, blocks: dict[int, Any]) -> list[dict[str, Any]]
 def check_run(run_dir: Path, golden: Path | None = None, eps: float = EPS, atol: float | None = None,
               rtol: float | None = None, stages: list[str] | None = None, mem_limit_gib: float = 0) -> dict[str, Any]:
     """Compare every dump of ``run_dir``; returns the report (also written to check.json)."""
+    return with_check_json(run_dir, lambda: _check(Path(run_dir), golden, eps, atol, rtol, stages, mem_limit_gib))
+
+
+def with_check_json(run_dir: Path, make_report: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``make_report()`` with ``RUN_DIR`` locked, written to ``RUN_DIR/check.json`` (replacing tfa-sim's own)."""
     with RunDir(run_dir, "RUN_DIR", "check", create=False) as rd:
         rd.refuse_foreign(["check.json"], "rename it")
-        report = _check(Path(run_dir), golden, eps, atol, rtol, stages, mem_limit_gib)
+        report = make_report()
         rd.remove(lambda rel: rel == "check.json")
         write_json(rd.file("check.json"), report)
     return report

@@ -61,7 +61,8 @@ def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: 
 
 def _numerics(config: Config) -> Numerics:
     c = config.case
-    return Numerics(get_backend(config.numerics.backend, config.numerics.exp_model), generate_inputs(config),
+    n = config.numerics
+    return Numerics(get_backend(n.backend, n.exp_model, n.reference), generate_inputs(config),
                     np.zeros((c.batch, c.heads, c.s0, c.head), np.float32))
 
 
