@@ -23,14 +23,15 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _config_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
+def _config_args(p: argparse.ArgumentParser, positional: bool = True, backend: bool = True) -> None:
     if positional:
         p.add_argument("config", nargs="?", help="config file (.toml/.yaml); default: the built-in reference case")
     p.add_argument("--case", help="a shipped reference case by name (configs/cases/NAME.toml)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config key (repeatable), e.g. --set schedule.qk_preload=2")
     p.add_argument("--hw", help="hardware preset name (910b1…910b4) or preset TOML file")
-    p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
+    if backend:
+        p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
 
 
 def _overrides(texts: list[str]) -> dict[str, Any]:
@@ -229,6 +230,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tfa_sim.api.library import load_config
+    from tfa_sim.explore.tune import tune
+    from tfa_sim.explore.tune.report import format_report
+    from tfa_sim.explore.tune.tuner import FILES
+
+    config = load_config(args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw)
+    summary, out = tune(config, args.space, budget_s=args.budget_s, jobs=args.jobs, executor=args.executor,
+                        scheduler=args.scheduler, out=args.out, top=args.top, progress=not args.no_progress,
+                        echo=None if args.no_progress else lambda line: print(line, file=sys.stderr))
+    print(format_report(summary))
+    written = [name for name in FILES if (out / name).exists()]
+    print(f"wrote {out}/ ({', '.join(written)}); tfa-sim run {out / 'best.toml'} reproduces "
+          f"time_us {summary['best']['time_us']}")
+    return 0
+
+
 def cmd_sweep_report(args: argparse.Namespace) -> int:
     from tfa_sim.explore.sweep import format_sweep_report, sweep_report
 
@@ -354,6 +372,24 @@ def _run_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_check)
 
 
+def _tune_parser(sub: Any) -> None:
+    """``tune``."""
+    p = sub.add_parser("tune", help="find a case's best legal schedule: legality, a screen of every candidate, "
+                       "full simulations of the finalists (resumable; local processes or dask)")
+    _config_args(p, backend=False)
+    p.add_argument("--space", help="sweep TOML whose [base], [axes] and constraints span the candidates "
+                   "(default: every schedule and tiling knob that applies to the case)")
+    p.add_argument("--budget-s", type=float, help="wall seconds for the whole tune (default: no limit)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes for the simulations "
+                   "(default: all cores)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", help="dask scheduler address, reached within 5 s")
+    p.add_argument("--out", help="output directory (default runs/tune-<case>-<time>); rerunning into it resumes")
+    p.add_argument("--top", type=int, default=5, help="candidates the report shows against the defaults (default 5)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_tune)
+
+
 def _explore_parsers(sub: Any) -> None:
     """``sweep``, ``sweep-report``, ``timeline``, ``plan`` and ``calibrate``."""
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
@@ -417,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parsers(sub)
     _explore_parsers(sub)
+    _tune_parser(sub)
     return parser
 
 

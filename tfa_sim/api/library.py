@@ -3,8 +3,8 @@
 Each takes what its command takes, as Python values, and raises :class:`~tfa_sim.spec.errors.TfaSimError`
 (:class:`InputError` for bad input, :class:`~tfa_sim.spec.errors.ScheduleError` when the schedule cannot run)
 with the one line the command prints.  Nothing is written unless asked for: ``run`` writes a run directory
-only with ``out``, ``sweep`` keeps its directory only with ``out``; ``check`` writes ``check.json`` into the
-run directory it checks, as the command does.
+only with ``out``, ``sweep`` and ``tune`` keep their directories only with ``out``; ``check`` writes
+``check.json`` into the run directory it checks, as the command does.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,17 @@ def hw_setting(text: str) -> tuple[str, str, str]:
                      f"file")
 
 
+def chosen(config: Config | str | Path | None, case: str | None, overrides: Mapping[str, Any] | None,
+           hw: str | Path | None) -> Config:
+    """The config a function of the API is given: a :class:`Config` (with ``overrides`` and ``hw`` set on it), or
+    a file, a shipped ``case`` or the built-in one as :func:`load_config` takes them."""
+    if isinstance(config, Config):
+        if case is not None:
+            raise InputError("give either a Config or case=NAME, not both")
+        return load.configure(config.to_dict(), settings(overrides, hw)) if overrides or hw is not None else config
+    return load_config(config, case=case, overrides=overrides, hw=hw)
+
+
 def run(config: Config | str | Path | None = None, *, case: str | None = None,
         overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, backend: str | None = None,
         numerics: bool = True, event_log: bool = True, inputs: str | Path | None = None,
@@ -78,12 +90,7 @@ def run(config: Config | str | Path | None = None, *, case: str | None = None,
         extra["numerics.backend"] = backend
     if not numerics:
         extra["numerics.enabled"] = False
-    if isinstance(config, Config):
-        if case is not None:
-            raise InputError("give either a Config or case=NAME, not both")
-        config = load.configure(config.to_dict(), settings(extra, hw)) if extra or hw is not None else config
-    else:
-        config = load_config(config, case=case, overrides=extra, hw=hw)
+    config = chosen(config, case, extra, hw)
     source = None if inputs is None else str(inputs)
     if out is None or out is False:
         return Result(runner.compute(config, source, event_log, fold))
@@ -145,3 +152,56 @@ def sweep(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Pat
     order = {point_at(definition, i)["key"]: n for n, i in enumerate(indices(definition))}
     header, body = results_table(sorted(rows, key=lambda r: order.get(r["key"], len(order))), missing=None)
     return pd.DataFrame(body, columns=header)
+
+
+@dataclass
+class TuneResult:
+    """What ``tune`` answers: the ``best`` config (timing only, as tuned) and its ``time_us``, the ``metric``
+    value it was chosen by, every ``candidates`` row (a pandas DataFrame: the axis values, stage, status,
+    estimate, simulated figures, message), ``summary`` (tune.json's content), ``report`` (the text the command
+    prints) and ``out_dir`` (None when the tune ran in a temporary directory)."""
+
+    best: Config
+    time_us: float
+    metric: float
+    candidates: pd.DataFrame
+    summary: dict[str, Any]
+    report: str
+    out_dir: Path | None
+
+    def __repr__(self) -> str:
+        return f"TuneResult(time_us={self.time_us}, best={self.summary['best']['changes']}, out_dir={self.out_dir})"
+
+
+def tune(config: Config | str | Path | None = None, *, case: str | None = None,
+         overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None,
+         space: str | Path | Mapping[str, Any] | None = None, budget_s: float | None = None, jobs: int = 1,
+         executor: str = "local", scheduler: str | None = None, out: str | Path | None = None, top: int = 5,
+         progress: bool = False) -> TuneResult:
+    """``tfa-sim tune``: the best legal schedule for a case (README, "Tuning").  The case is ``config`` (a
+    :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config` takes them;
+    ``space`` a sweep file or its tables as a mapping (None: the default space); ``budget_s`` the wall seconds
+    for the whole tune; ``jobs``, ``executor`` and ``scheduler`` run the simulations as ``sweep`` does.
+    ``out`` keeps the tune directory (rerunning into it resumes); without it the tune runs in a temporary
+    directory that is removed afterwards."""
+    import pandas as pd
+
+    from tfa_sim.explore.tune import tune as run_tune
+    from tfa_sim.explore.tune.report import format_report
+
+    case_config = chosen(config, case, overrides, hw)
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="tfa-sim-tune-") as tmp:
+            result = tune(case_config, space=space, budget_s=budget_s, jobs=jobs, executor=executor,
+                          scheduler=scheduler, out=tmp, top=top, progress=progress)
+            result.out_dir = None
+            return result
+    summary, directory = run_tune(case_config, space, budget_s=budget_s, jobs=jobs, executor=executor,
+                                  scheduler=scheduler, out=out, top=top, progress=progress)
+    axes = list(summary["axes"])
+    columns = ["stage", "status", "estimate", "time_us", "launch_period_us", "bound_pipe", "message"]
+    table = pd.DataFrame([[c["overrides"].get(a) for a in axes] + [c.get(k) for k in columns]
+                          for c in summary["candidates"]], columns=axes + columns)
+    best = summary["best"]
+    return TuneResult(load.build_config(best["config"]), best["time_us"], best["metric"], table, summary,
+                      format_report(summary), Path(directory))

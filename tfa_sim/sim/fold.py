@@ -62,10 +62,16 @@ def _cut(block: Any, tiles: int) -> Any:
 
 def _sample(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> SimResult:
     """The launch's first ``count`` blocks (whole waves, round-robin), each cut to ``tiles`` tiles (None: all)."""
-    blocks = list(kernel.blocks)[:count]
-    if tiles is not None:
-        blocks = [_cut(b, tiles) for b in blocks]
-    return run_chip(_Sampled(kernel, blocks), hw, log_events=False)
+    return sample_blocks(kernel, hw, list(kernel.blocks)[:count], tiles)
+
+
+def sample_blocks(kernel: Kernel, hw: Hardware, blocks: Sequence[Any], tiles: int | None = None) -> SimResult:
+    """``kernel``'s programs run on ``blocks`` alone (any blocks, its own or another launch's of the same
+    program: a block's program depends only on the kernel's tiling and schedule and on the block), round-robin
+    on ``min(cores, len(blocks))`` cores, each cut to ``tiles`` tiles (None: whole); timing only, no event log.
+    The tuner's screen (tfa_sim.explore.tune.screen) probes one block at a time this way."""
+    cut = list(blocks) if tiles is None else [_cut(b, tiles) for b in blocks]
+    return run_chip(_Sampled(kernel, cut), hw, log_events=False)
 
 
 class _Sampled:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,41 +89,74 @@ def default_out(sweep_file: str | Path) -> Path:
     return Path("runs") / f"sweep-{Path(sweep_file).stem}"
 
 
-def run_sweep(source: str | Path | Mapping[str, Any], out: Path, jobs: int, executor: str = "local",
-              scheduler: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
-    """Run (or resume) into ``out`` the sweep of a file or of its tables given as a mapping
-    (:func:`load_sweep`); returns all rows of ``results.jsonl``."""
+def check_executor(jobs: int, executor: str) -> None:
+    """``--jobs`` at least 1 and ``--executor`` local or dask (one line each otherwise)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--jobs {jobs}: give at least 1 worker")
     if executor not in ("local", "dask"):
         raise InputError(f"--executor {executor!r}: use local or dask")
+
+
+def run_sweep(source: str | Path | Mapping[str, Any], out: Path, jobs: int, executor: str = "local",
+              scheduler: str | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """Run (or resume) into ``out`` the sweep of a file or of its tables given as a mapping
+    (:func:`load_sweep`); returns all rows of ``results.jsonl``."""
+    check_executor(jobs, executor)
     sweep = load_sweep(source)
     check_constraints(sweep)
-    hook = _test_hook()
     with claimed(out, sweep, "sweep spec" if isinstance(source, Mapping) else str(Path(source))):
-        results, references = _resumed(out / RESULTS), _resumed(out / REFERENCES)
+        results, references = resumed(out / RESULTS), resumed(out / REFERENCES)
         work = plan(sweep, {r["key"] for r in results}, {r["key"] for r in references})
-        tasks = _tasks(sweep, work)
-        writers = {False: ResultWriter(out / RESULTS), True: ResultWriter(out / REFERENCES)}
-        runner = _run_dask(tasks, jobs, scheduler) if executor == "dask" else _run_local(tasks, jobs, sweep)
-        bar = _progress(len(work.points) + len(work.references) + work.done, work.done, progress)
+        bar = progress_bar(len(work.points) + len(work.references) + work.done, work.done, progress)
         try:
-            for n, (task, row) in enumerate(runner, 1):
-                writers[task["reference"]].write(row)
-                bar.update(1)
-                hook(n)
+            run_points(_tasks(sweep, work), {False: out / RESULTS, True: out / REFERENCES},
+                       Executor(jobs, executor, scheduler, sweep.point_timeout), bar)
         finally:
-            runner.close()  # on Ctrl-C or an error: stop the workers now, not when the generator is collected
-            for w in writers.values():
-                w.close()
             bar.close()
             rows = scan(out / RESULTS)[0]
             write_csv(rows, out / "results.csv")
     return rows
 
 
-def _resumed(path: Path) -> list[dict[str, Any]]:
-    """The rows already in a results file, after dropping a last line cut short by a kill."""
+@dataclass(frozen=True)
+class Executor:
+    """Where points run: ``jobs`` local worker processes, or dask (a LocalCluster of ``jobs`` processes, or the
+    cluster at ``scheduler``); ``timeout`` seconds per point (local), 0 for none; ``window``: at most that many
+    points handed out at once (dask; the local workers take one each), so that a caller's task generator
+    decides each next point from the rows so far (the tuner); None hands out every point at once."""
+
+    jobs: int = 1
+    kind: str = "local"
+    scheduler: str | None = None
+    timeout: float = 0.0
+    window: int | None = None
+
+
+def run_points(tasks: Iterable[dict[str, Any]], files: Mapping[bool, Path], executor: Executor, bar: Any,
+               on_row: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
+    """Run ``tasks`` (:func:`~tfa_sim.explore.sweep.runpoint.run_task`'s) on ``executor`` and append each row,
+    the moment it arrives, as one line to ``files[task["reference"]]`` (results files: a resume reads them
+    back with :func:`resumed`, so the caller leaves out the points already there); then ``on_row(task, row)``
+    and one step of ``bar``.  The tasks are drawn as workers free up.  The :data:`TEST_SIGNAL_ENV` hook counts
+    the rows written here."""
+    hook = _test_hook()
+    opened = {path: ResultWriter(path) for path in set(files.values())}
+    runner = _run_dask(tasks, executor) if executor.kind == "dask" else _run_local(tasks, executor)
+    try:
+        for n, (task, row) in enumerate(runner, 1):
+            opened[files[task["reference"]]].write(row)
+            if on_row is not None:
+                on_row(task, row)
+            bar.update(1)
+            hook(n)
+    finally:
+        runner.close()  # on Ctrl-C or an error: stop the workers now, not when the generator is collected
+        for w in opened.values():
+            w.close()
+
+
+def resumed(path: Path) -> list[dict[str, Any]]:
+    """The rows already in a results file, after dropping a last line cut short by a kill (under the lock)."""
     rows, size = scan(path)
     repair_tail(path, size)
     return rows
@@ -142,17 +175,18 @@ def _task(sweep: Sweep, point: dict[str, Any], reference: bool) -> dict[str, Any
             "fold": sweep.fold, "reference": reference}
 
 
-def _progress(total: int, done: int, enabled: bool) -> Any:
+def progress_bar(total: int | None, done: int, enabled: bool, desc: str = "sweep") -> Any:
+    """A tqdm bar (done/total, rate, ETA; without a total: done and rate)."""
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0  # no monitor thread: replacement workers are forked later
-    return tqdm(total=total, initial=done, unit="pt", desc="sweep", disable=not enabled, smoothing=0.1)
+    return tqdm(total=total, initial=done, unit="pt", desc=desc, disable=not enabled, smoothing=0.1)
 
 
-def _run_local(tasks: Iterator[dict[str, Any]], jobs: int, sweep: Sweep) -> Generator[tuple[dict, dict]]:
+def _run_local(tasks: Iterable[dict[str, Any]], executor: Executor) -> Generator[tuple[dict, dict]]:
     """Rows from ``jobs`` worker processes (forked after the simulator is imported)."""
     runpoint = importlib.import_module("tfa_sim.explore.sweep.runpoint")
-    with WorkerPool(runpoint.run_task, jobs, sweep.point_timeout) as pool:
+    with WorkerPool(runpoint.run_task, executor.jobs, executor.timeout) as pool:
         for task, (kind, value) in pool.imap_unordered(tasks):
             yield task, value if kind == "done" else _lost(task["point"], kind, value)
 
@@ -165,21 +199,33 @@ def _lost(point: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
             "status": "timeout" if kind == "timeout" else "error", "message": message}
 
 
-def _run_dask(tasks: Iterator[dict[str, Any]], jobs: int, scheduler: str | None) -> Generator[tuple[dict, dict]]:
-    """Rows from a dask.distributed LocalCluster of ``jobs`` processes, or the cluster at ``scheduler``."""
+def _run_dask(tasks: Iterable[dict[str, Any]], executor: Executor) -> Generator[tuple[dict, dict]]:
+    """Rows from a dask.distributed LocalCluster of ``jobs`` processes, or the cluster at ``scheduler``; at most
+    ``executor.window`` points submitted at a time (None: all at once)."""
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise InputError("--executor dask needs dask.distributed: pip install \"dask[distributed]\"") from None
     from tfa_sim.explore.sweep.runpoint import run_task
 
-    cluster = None if scheduler else LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                                  dashboard_address=None)
-    client = _connect(scheduler) if scheduler else Client(cluster)
+    cluster = None if executor.scheduler else LocalCluster(n_workers=executor.jobs, threads_per_worker=1,
+                                                           processes=True, dashboard_address=None)
+    client = _connect(executor.scheduler) if executor.scheduler else Client(cluster)
+    todo, futures, running = iter(tasks), {}, as_completed()
+
+    def submit() -> bool:
+        task = next(todo, None)
+        if task is not None:
+            futures[fut := client.submit(run_task, task, pure=False)] = task
+            running.add(fut)
+        return task is not None
+
     try:
-        futures = {client.submit(run_task, t, pure=False): t for t in tasks}
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+        while (executor.window is None or len(futures) < executor.window) and submit():
+            pass
+        for fut in running:
+            yield futures.pop(fut), fut.result()
+            submit()
     finally:
         client.close()
         if cluster is not None:

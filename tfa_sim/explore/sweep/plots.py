@@ -165,6 +165,12 @@ def _draw_lines(ax: Any, panel: dict[str, Any], metric: str) -> None:
 def _render(path: Path, panels: list[dict[str, Any]], drawer: Any, size: tuple[float, float], metric: str,
             suptitle: str) -> None:
     """Draw ``panels`` in a grid (2 or 3 columns) and write the PNG whole."""
+    write_atomic(path, figure_png(panels, drawer, size, metric, suptitle))
+
+
+def figure_png(panels: list[dict[str, Any]], drawer: Any, size: tuple[float, float], metric: str,
+               suptitle: str) -> bytes:
+    """``drawer(ax, panel, metric)`` for each panel in a grid of 2 or 3 columns, ``size`` inches each: PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -185,7 +191,7 @@ def _render(path: Path, panels: list[dict[str, Any]], drawer: Any, size: tuple[f
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def draw(out: Path, rows: list[dict[str, Any]], axes: list[str], metric: str) -> list[dict[str, Any]]:
