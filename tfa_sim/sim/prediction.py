@@ -12,8 +12,9 @@ the relative errors of points left out of the fit) and is widened by a fixed fac
 leaves what the fit saw — a board without points, more blocks or waves, another S1, a knob value or kernel
 variant never measured — each named in ``interval_reasons``.  The factors are judgment, not fitted: they say
 "further from the data" in a way a reader can check (:data:`PER_DOUBLING`, :data:`PER_KNOB`,
-:data:`UNMEASURED_BOARD`).  The half-width is an error of the launch period, the measured quantity; the
-kernel time's interval has the same width in µs.
+:data:`UNMEASURED_BOARD`).  The half-width h is a relative error of the launch period, the measured
+quantity: its interval is [period / (1 + h), period · (1 + h)] (a factor either way, so a wide one never
+reaches zero), and the kernel time's is that less the launch gap.
 """
 from __future__ import annotations
 
@@ -82,17 +83,17 @@ def prediction(config: Config, hw: Hardware, total_cycles: float, blocks: int, w
     factor, reasons = widening(config, hw, blocks, waves)
     gap_us = hw.launch.gap(host) / clock
     period = time_us + gap_us
-    half = max(FLOOR, cal.half_width * factor) * period  # µs, the same for both quantities
+    width = max(FLOOR, cal.half_width * factor)
+    low, high = period / (1 + width), period * (1 + width)  # a factor either way: never below zero
     spread = 0.0
     if not host:  # either host class: the interval holds both gaps
         gaps = [hw.launch.gap_aarch64 / clock, hw.launch.gap_x86_64 / clock]
         spread = (max(gaps) - min(gaps)) / 2
         reasons.append("hardware.host not given: the launch period holds either host's launch gap")
     return {"launch_period_us": round(period, 4), "host": host or "any",
-            "time_interval_us": [round(max(0.0, time_us - half), 4), round(time_us + half, 4)],
-            "launch_period_interval_us": [round(max(0.0, period - half - spread), 4),
-                                          round(period + half + spread, 4)],
-            "interval_half_width": round(half / period, 4), "interval_reasons": reasons,
+            "time_interval_us": [round(max(0.0, low - gap_us), 4), round(high - gap_us, 4)],
+            "launch_period_interval_us": [round(low - spread, 4), round(high + spread, 4)],
+            "interval_half_width": round(width, 4), "interval_reasons": reasons,
             "calibrated_kernel": cal.kernel}
 
 
