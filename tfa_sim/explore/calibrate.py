@@ -282,9 +282,6 @@ class Fit:
     predicted: np.ndarray = field(default_factory=lambda: np.zeros(0))
     seconds: float = 0.0
 
-    def preset(self, board: str) -> Hardware:
-        return base_preset(board).with_values(self.values)
-
     @property
     def measured(self) -> np.ndarray:
         return np.array([p.time_us for p in self.points])
