@@ -15,8 +15,9 @@ from tfa_sim.spec.load import build_config
 DECODE = {"heads": 32, "kv_heads": 8, "s0": 1}
 
 
-def timing(case: dict, schedule: dict | None = None):
-    config = build_config({"case": {**DECODE, **case}, "schedule": schedule or {}, "numerics": {"enabled": False}})
+def timing(case: dict, schedule: dict | None = None, build: str = "manual"):
+    config = build_config({"case": {**DECODE, **case}, "schedule": schedule or {}, "numerics": {"enabled": False},
+                           "kernel": {"build": build}})
     return config, load_hardware(config.hardware)
 
 
@@ -30,8 +31,10 @@ def timing(case: dict, schedule: dict | None = None):
 ])
 def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
     """Blocks of one shape in whole waves: the fold's linear combination is the full run's time (the
-    steady state repeats exactly) and its bytes are the full run's bytes."""
-    config, hw = timing(case, schedule)
+    steady state repeats exactly) and its bytes are the full run's bytes.  The jit build: its first wave reads
+    K and V from HBM, which staggers the cores the same way in every wave; with the manual build's prefetch the
+    cores meet in the L2 differently from wave to wave (test_a_prefetched_launch_folds_closely)."""
+    config, hw = timing(case, schedule, "jit")
     full = simulate(config, hw, None, log_events=False)
     folded = simulate(config, hw, None, log_events=False, fold=True)
     assert folded.folded[0]["samples"] == samples
@@ -44,6 +47,22 @@ def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
     assert b["pipe_busy_mean"] == pytest.approx(a["pipe_busy_mean"], abs=0.005)
     for stage, causes in a["stalls"].items():
         assert sum(b["stalls"][stage].values()) == pytest.approx(sum(causes.values()), rel=0.05)
+
+
+@pytest.mark.parametrize(("build", "s1"), [("manual", 4096), ("dsl", 16384)])
+def test_a_prefetched_or_persistent_launch_folds_closely(build, s1):
+    """The manual build (inputs prefetched into the L2) and the dsl build (a persistent grid whose cores run
+    their units back to back: the fold's waves are units per core, sampled from the second on, the cuts keep
+    the units' phase of the credit rule) fold to within 1 % of the full run."""
+    config, hw = timing({"batch": 4, "s1": s1}, {}, build)
+    full = simulate(config, hw, None, log_events=False)
+    folded = simulate(config, hw, None, log_events=False, fold=True)
+    tiles = s1 // 256
+    k1, k2 = cuts(config.schedule.qk_preload, 4, tiles if build == "dsl" else None)
+    w = 2 if build == "dsl" else 1
+    assert folded.folded[0]["samples"] == [[n, k] for n in (24 * w, 24 * w + 24, 24 * w + 8) for k in (k1, k2)]
+    assert folded.total_cycles == pytest.approx(full.total_cycles, rel=0.01)
+    assert folded.gm_bytes == full.gm_bytes
 
 
 def test_split_s1_folds_both_launches_over_waves():
@@ -73,6 +92,13 @@ def test_samples_in_a_forked_process_give_the_same_figures():
 
 def test_cuts_start_after_the_prologue():
     assert cuts(0) == (4, 8) and cuts(4) == (8, 12)
+
+
+def test_cuts_span_whole_credit_periods_and_keep_a_persistent_grids_phase():
+    """Period 8 repeats every 8 tiles: the cuts lie 8 apart; a persistent core's units of 64 tiles keep their
+    phase (cut ≡ 64 mod the step), since its FIFOs count on from unit to unit."""
+    assert cuts(4, 8) == (12, 20) and cuts(3, 2) == (7, 11)
+    assert cuts(3, 4, 64) == (16, 24) and cuts(3, 8, 64) == (16, 24) and cuts(4, 4, 62) == (14, 22)
 
 
 def test_masked_runs_are_simulated_in_full_and_numerics_are_refused():

@@ -27,7 +27,7 @@ from typing import Any
 import simpy
 
 from tfa_sim.buffers.data import Region, TileStore
-from tfa_sim.buffers.pools import Flag, HazardError
+from tfa_sim.buffers.pools import Flag, HazardError, send
 from tfa_sim.engine.simpy_adapter import now
 from tfa_sim.spec.units import LANES
 
@@ -37,14 +37,15 @@ class GmFifo:
 
     def __init__(self, env: simpy.Environment, name: str, depth: int, period: int, latency: float,
                  shape: tuple[int, ...], dtype: Any, producers: Sequence[Any] = (None, None),
-                 consumers: Sequence[Any] = (None, None)) -> None:
+                 consumers: Sequence[Any] = (None, None), ffts: Any = None) -> None:
         self.env = env
         self.name = name
         self.short_name = name.split(".", 1)[1] if name.startswith("core") and "." in name else name
         self.depth = depth
         self.period = period
-        self.ready = [Flag(env, f"{name}.ready[aiv{a}]", latency, "data", producers[a]) for a in range(LANES)]
-        self.consumed = [Flag(env, f"{name}.consumed[aiv{a}]", latency, "credit", consumers[a])
+        self.ffts = ffts
+        self.ready = [Flag(env, f"{name}.ready[aiv{a}]", latency, "data", producers[a], ffts) for a in range(LANES)]
+        self.consumed = [Flag(env, f"{name}.consumed[aiv{a}]", latency, "credit", consumers[a], ffts)
                          for a in range(LANES)]
         self.unread: list[list[int | None]] = [[None] * depth for _ in range(LANES)]
         self.readers = [0] * depth  # per slot: the lanes whose tile in it is unread
@@ -92,6 +93,13 @@ class GmFifo:
             self._count(slot, -1)
         self._sample()
 
+    def signal(self, flags: Sequence[Flag], lanes: Sequence[int], by: Any) -> None:
+        """One ``ffts_cross_core_sync`` by ``by`` that sets the flag of each of ``lanes``: the cube's set reaches
+        both AIVs in one message (CV_CORES_SYNC), an AIV's is its own."""
+        served = send(self.env, self.ffts)
+        for a in lanes:
+            flags[a].post(served, by)
+
     def flags(self) -> list[Flag]:
         return self.ready + self.consumed
 
@@ -115,6 +123,23 @@ class GmFifo:
     def _sample(self) -> None:
         if self.samples is not None:
             self.samples.extend((now(self.env), self.held))
+
+
+class FifoWindow:
+    """A :class:`GmFifo` seen by one unit of a persistent core (the dsl build): its tile t is the FIFO's tile
+    ``base + t``, since the kernel's pipe objects count tiles across all the units the core runs."""
+
+    __slots__ = ("fifo", "base")
+
+    def __init__(self, fifo: GmFifo, base: int) -> None:
+        self.fifo, self.base = fifo, base
+
+    @property
+    def depth(self) -> int:
+        return self.fifo.depth
+
+    def tile(self, t: int, lanes: Sequence[int] = tuple(range(LANES))) -> FifoTile:
+        return FifoTile(self.fifo, self.base + t, tuple(lanes))
 
 
 class FifoTile:
@@ -148,8 +173,7 @@ class FifoTile:
 
     def push(self, by: Any) -> None:
         """Effect of the producer's last store (``record()``): set the ready flag of each lane."""
-        for a in self.lanes:
-            self.fifo.ready[a].set(by)
+        self.fifo.signal(self.fifo.ready, self.lanes, by)
 
     def free(self, by: Any) -> None:
         """Effect of the consumer's last load: the slot may be written again."""
@@ -158,8 +182,7 @@ class FifoTile:
 
     def credit(self, by: Any) -> None:
         """Effect of the consumer's ``free()`` when it notifies: one credit per lane to the producer."""
-        for a in self.lanes:
-            self.fifo.consumed[a].set(by)
+        self.fifo.signal(self.fifo.consumed, self.lanes, by)
 
     def region(self, index: Any = None) -> Region:
         """The tile's data (``index``: rows and/or columns; None: the whole tile)."""

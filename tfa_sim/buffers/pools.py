@@ -22,6 +22,7 @@ from typing import Any
 
 import simpy
 
+from tfa_sim.engine.ffts import Ffts
 from tfa_sim.engine.simpy_adapter import call_at, now
 from tfa_sim.spec.errors import ScheduleError
 
@@ -211,6 +212,12 @@ class PingPong(Pool):
         self.next = self.in_use = 0
 
 
+def send(env: simpy.Environment, ffts: Ffts | None) -> float:
+    """One cross-core message sent now: the cycle it leaves the chip's sync unit (now, without a unit)."""
+    sent = now(env)
+    return sent if ffts is None else ffts.deliver(sent)
+
+
 class Flag(Pool):
     """A counting flag: ``set`` adds one (after ``latency`` cycles), a request consumes one.
 
@@ -222,9 +229,10 @@ class Flag(Pool):
     value = None
 
     def __init__(self, env: simpy.Environment, name: str, latency: float = 0.0, cause: str = "data",
-                 owner_pipe: Any = None) -> None:
+                 owner_pipe: Any = None, ffts: Ffts | None = None) -> None:
         super().__init__(env, name, owner_pipe)
         self.latency = latency
+        self.ffts = ffts  # the chip's sync unit every set passes through (None: a set is never delayed by others)
         self.cause = cause
         self.count = 0  # sets arrived and not yet waited for
         self.setters: deque[Any] = deque()  # who set each arrived count, oldest first
@@ -251,14 +259,19 @@ class Flag(Pool):
         return None, self.setters.popleft()
 
     def set(self, by: Any = None) -> None:
-        """``by`` (an instruction) signals the flag; a waiter sees it ``latency`` cycles later.
+        """``by`` (an instruction) signals the flag with a message of its own (see :meth:`post`)."""
+        self.post(send(self.env, self.ffts), by)
+
+    def post(self, served: float, by: Any = None) -> None:
+        """The message ``by`` sent for this flag left the chip's sync unit at ``served`` (:func:`send`); a waiter
+        sees it ``latency`` cycles later.
 
         A set on its way costs no event unless somebody waits for it (or the counter would overflow).
         """
-        if not self.latency:
+        if not self.latency and served <= now(self.env):
             self._arrive(by)
             return
-        self.in_flight.append((now(self.env) + self.latency, by))
+        self.in_flight.append((served + self.latency, by))
         if self.waiters or self.count + len(self.in_flight) > FLAG_MAX:
             self._arm()
 

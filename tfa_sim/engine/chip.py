@@ -23,6 +23,7 @@ import simpy
 
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.diagnose import deadlock_report
+from tfa_sim.engine.ffts import Ffts
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream, Program
 from tfa_sim.engine.ops import BlockOps
@@ -61,8 +62,18 @@ class Kernel(Protocol):
     @property
     def blocks(self) -> Sequence[Any]: ...
 
+    @property
+    def persistent(self) -> bool:
+        """A persistent grid: each core runs all its blocks in one program (``start`` gets the core's blocks),
+        paying the block set-up once, one block's work running into the next's."""
+
+    @property
+    def prefetched(self) -> bool:
+        """The launch's inputs are in the L2 before it starts (the host prefetched them)."""
+
     def start(self, env: simpy.Environment, core: Core, block: Any, stats: Stats) -> BlockRun:
-        """The block's buffers on ``core`` and its units' programs."""
+        """The block's buffers on ``core`` and its units' programs (a persistent kernel: all the core's blocks,
+        a sequence)."""
 
     def template_key(self, block: Any) -> Hashable | None:
         """Blocks with equal keys issue the same instructions on the same buffers (None: never replay)."""
@@ -119,6 +130,7 @@ class _Chip:
         self.stats = Stats(log_events, stages)
         self.stats.ops = BlockOps(op_workers) if op_workers else None
         self.gm = GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth, hw.gm.miss_latency)
+        self.ffts = Ffts(hw.sync.ffts_service)
         self.cores: list[Core] = []  # created as launches need them (unused cores have no pipes in the stats)
         self.launches: list[Launch] = []
         self.busy: list[list[float]] = []  # per launch, per core
@@ -131,8 +143,9 @@ class _Chip:
             if at and self.launch_gap:
                 yield self.env.timeout(self.launch_gap)
             start, blocks = self.env.now, kernel.blocks
+            self.gm.prefetched = kernel.prefetched
             n = min(self.hw.cube_cores, len(blocks))
-            self.cores += [Core(self.env, i, self.stats, self.gm) for i in range(len(self.cores), n)]
+            self.cores += [Core(self.env, i, self.stats, self.gm, self.ffts) for i in range(len(self.cores), n)]
             busy, ends = [0.0] * n, [start] * n
             self.running = [(core, self.env.process(self.run_core(kernel, core, queue, busy, ends)))
                             for core, queue in zip(self.cores, dispatch(blocks, n))]
@@ -152,10 +165,12 @@ class _Chip:
         if wait:
             stats.span(core.cube[0].unit, DISPATCH, DISPATCH, queue[0].index, "kernel start", env.now, env.now + wait)
             yield env.timeout(wait)
-        for block in queue:
+        runs = [tuple(queue)] if kernel.persistent else queue  # a persistent core: one run of all its blocks
+        for block in runs:
             began = env.now
             if over.block_dispatch:
-                stats.span(core.cube[0].unit, DISPATCH, DISPATCH, block.index, "block dispatch", env.now,
+                first = block[0] if isinstance(block, tuple) else block
+                stats.span(core.cube[0].unit, DISPATCH, DISPATCH, first.index, "block dispatch", env.now,
                            env.now + over.block_dispatch)
                 yield env.timeout(over.block_dispatch)
             yield from self.run_block(kernel, core, block, templates)
@@ -188,7 +203,8 @@ class _Chip:
         ops = self.stats.ops
         run.finish(keep_tiles=ops is not None)
         if ops is not None:
-            ops.block_done(block.index, run)
+            for unit in block if isinstance(block, tuple) else (block,):  # each unit's steps, in order
+                ops.block_done(unit.index, run)
 
 
 def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool = True,

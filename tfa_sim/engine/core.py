@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import simpy
 
+from tfa_sim.engine.ffts import Ffts
 from tfa_sim.engine.pipes import Pipe, Stats
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
 
@@ -26,8 +27,9 @@ class VecPipes(NamedTuple):
 class Core:
     """The pipes of AI core ``index``; they persist across the blocks the core runs."""
 
-    def __init__(self, env: simpy.Environment, index: int, stats: Stats, gm: Any) -> None:
+    def __init__(self, env: simpy.Environment, index: int, stats: Stats, gm: Any, ffts: Ffts | None = None) -> None:
         self.index = index
+        self.ffts = ffts  # the chip's cross-core sync unit, shared by all cores (None: sets never queue)
         cube = cube_unit(index).name
         self.cube = CubePipes(*(Pipe(env, cube, p, stats, gm) for p in CubePipes._fields))
         self.vec = [VecPipes(*(Pipe(env, vec_unit(index, a).name, p, stats, gm) for p in VecPipes._fields))

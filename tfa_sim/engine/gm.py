@@ -31,6 +31,7 @@ class GlobalMemory:
         self.lines: dict[Hashable, float] = {}  # input line → cycle it is in L2
         self.bytes = 0  # all GM traffic (through L2)
         self.hbm_bytes = 0  # the part that came from HBM
+        self.prefetched = False  # the launch's inputs are in the L2 from its start: every input read hits
 
     def transfer(self, now: float, nbytes: int, path_rate: float, line: Hashable | None = None,
                  chunks: int = 1) -> tuple[float, float]:
@@ -53,7 +54,7 @@ class GlobalMemory:
         self.asked = asked
         latency = self.l2_latency * chunks
         self.bytes += nbytes
-        if line is not None:
+        if line is not None and not self.prefetched:
             arrival = self.lines.get(line) if line is not MISS else None
             if arrival is None:  # from HBM
                 hbm_start = max(now, self.hbm_free)

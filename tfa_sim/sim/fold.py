@@ -35,8 +35,10 @@ from tfa_sim.sim.parallel import Forked, can_fork
 from tfa_sim.spec.blocks import Block
 from tfa_sim.spec.hardware import Hardware
 
-#: Blocks per core of the samples.
+#: Blocks per core of the samples; a persistent grid's cores reach their steady state one unit later (the first
+#: unit starts from empty FIFOs, the next ones run into their predecessor's tail), so it samples two and three.
 WAVES = (1, 2)
+PERSISTENT_WAVES = (2, 3)
 #: Steady-state tiles in the short and the long cut, after the ``qk_preload`` tiles of the prologue.
 STEADY_TILES = (4, 8)
 
@@ -45,10 +47,18 @@ Key = tuple[int, int | None]  # (blocks, tiles per block or None for all)
 Figures = dict[Any, float]
 
 
-def cuts(qk_preload: int) -> tuple[int, int]:
+def cuts(qk_preload: int, period: int = 1, tiles: int | None = None) -> tuple[int, int]:
     """The two cut lengths: the prologue issues ``qk_preload`` QK tiles ahead, after which every tile adds the
-    same work, so two cuts past it set the line that :class:`_Plan` extrapolates (bench_fold.py measures it)."""
-    return qk_preload + STEADY_TILES[0], qk_preload + STEADY_TILES[1]
+    same work, so two cuts past it set the line that :class:`_Plan` extrapolates (bench_fold.py measures it).
+    The credit rule repeats every ``period`` tiles (the consumer sync period), so the cuts lie whole periods
+    apart; given the blocks' ``tiles`` (a persistent grid, whose FIFOs count on across units), the cuts keep
+    their phase too and lie twice as far apart, since chained units settle more slowly (bench_fold.py)."""
+    least = STEADY_TILES[0] if tiles is None else STEADY_TILES[1]
+    step = period * -(-least // period)  # whole credit periods
+    first = qk_preload + step
+    if tiles is not None:
+        first += (tiles - first) % step
+    return first, first + step
 
 
 def _cut(block: Any, tiles: int) -> Any:
@@ -81,6 +91,7 @@ class _Sampled:
         self.blocks = blocks
         self.name, self.stages = kernel.name, kernel.stages
         self.start, self.template_key = kernel.start, kernel.template_key
+        self.persistent, self.prefetched = kernel.persistent, kernel.prefetched
 
 
 def foldable(kernels: Sequence[Kernel]) -> str | None:
@@ -94,18 +105,21 @@ class _Plan:
 
     With more than two full waves: the first wave, the first two (their difference is one more wave,
     counted f − 1 times) and, when the last wave is partial, the first wave plus the partial one (its
-    extra).  Along the tiles: two cut lengths, extrapolated linearly to the longest block's tiles.
+    extra); a persistent grid likewise from its second and third waves.  Along the tiles: two cut
+    lengths, extrapolated linearly to the longest block's tiles.
     """
 
-    def __init__(self, kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int]) -> None:
+    def __init__(self, kernel: Kernel, hw: Hardware, qk_preload: int, period: int) -> None:
         n = len(kernel.blocks)
         self.cores = min(hw.cube_cores, n)
         self.full_waves, self.rest = divmod(n, self.cores)
         self.tiles = max((b.tiles for b in kernel.blocks if isinstance(b, Block)), default=0)
+        tile_cuts = cuts(qk_preload, period, self.tiles if kernel.persistent else None)
         self.cuts: tuple[int | None, ...] = tile_cuts if self.tiles > tile_cuts[-1] else (None,)
-        waves = self.full_waves > WAVES[-1]
-        extra = [self.cores + self.rest] if waves and self.rest else []
-        self.counts = [w * self.cores for w in WAVES] + extra if waves else [n]
+        self.waves = PERSISTENT_WAVES if kernel.persistent else WAVES
+        waves = self.full_waves > self.waves[-1]
+        extra = [self.waves[0] * self.cores + self.rest] if waves and self.rest else []
+        self.counts = [w * self.cores for w in self.waves] + extra if waves else [n]
 
     @property
     def keys(self) -> list[Key]:
@@ -116,9 +130,10 @@ class _Plan:
         def at(cut: int | None) -> float:
             if len(self.counts) == 1:
                 return values[self.counts[0], cut]
-            one, two = values[self.cores, cut], values[2 * self.cores, cut]
-            partial = values[self.cores + self.rest, cut] - one if self.rest else 0.0
-            return one + (two - one) * (self.full_waves - 1) + partial
+            w = self.waves[0]
+            one, two = values[w * self.cores, cut], values[(w + 1) * self.cores, cut]
+            partial = values[w * self.cores + self.rest, cut] - one if self.rest else 0.0
+            return one + (two - one) * (self.full_waves - w) + partial
 
         if self.cuts == (None,):
             return at(None)
@@ -166,11 +181,11 @@ def _measure(kernel: Kernel, hw: Hardware, keys: list[Key], largest: Key,
     return result, figures
 
 
-def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
+def _fold_launch(kernel: Kernel, hw: Hardware, qk_preload: int, period: int,
                  parallel: bool) -> tuple[SimResult, dict[str, Any]]:
     """A launch's largest sample with its time, bytes, busy and stall cycles replaced by the plan's
     combination (a figure that extrapolates below zero is 0)."""
-    plan = _Plan(kernel, hw, tile_cuts)
+    plan = _Plan(kernel, hw, qk_preload, period)
     largest = max(plan.keys, key=lambda p: (p[0], p[1] or 0))
     result, figures = _measure(kernel, hw, plan.keys, largest, parallel)
     names = {name for f in figures.values() for name in f}
@@ -192,12 +207,12 @@ def _fold_launch(kernel: Kernel, hw: Hardware, tile_cuts: tuple[int, int],
 
 
 def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, launch_gap: float = 0.0,
-                    parallel: bool | None = None) -> SimResult:
+                    parallel: bool | None = None, period: int = 1) -> SimResult:
     """The launches folded one by one and laid end to end, ``launch_gap`` cycles apart (docs in the module
-    docstring); ``parallel`` (default: :func:`~tfa_sim.sim.parallel.can_fork`) runs part of the samples in a forked
-    process."""
+    docstring); ``period``: the consumer sync period (:func:`cuts`); ``parallel`` (default:
+    :func:`~tfa_sim.sim.parallel.can_fork`) runs part of the samples in a forked process."""
     use_fork = can_fork() if parallel is None else parallel
-    parts = [_fold_launch(k, hw, cuts(qk_preload), use_fork) for k in kernels]
+    parts = [_fold_launch(k, hw, qk_preload, period, use_fork) for k in kernels]
     first, start, launches = parts[0][0], 0.0, []
     for at, ((result, _), kernel) in enumerate(zip(parts, kernels)):
         start += launch_gap if at else 0.0

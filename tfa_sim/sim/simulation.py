@@ -74,7 +74,8 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     refused = foldable(kernels) if fold else None
     gap = hw.launch.gap(config.hardware.host)
     if fold and refused is None:
-        result = simulate_folded(kernels, hw, config.schedule.qk_preload, gap)
+        s = config.schedule
+        result = simulate_folded(kernels, hw, s.qk_preload, gap, period=s.cv_fifo_cons_sync_period)
     else:
         workers = op_workers(config, goldens_forked) if numerics is not None else 0
         result = run_chip(kernels, hw, log_events, workers, gap)

@@ -267,3 +267,16 @@ def order_blocks(blocks: Sequence[Block], order: str, cores: int) -> list[Block]
         return ranked
     waves = [ranked[i:i + cores] for i in range(0, len(ranked), cores)]
     return [b for w, wave in enumerate(waves) for b in (wave[::-1] if w % 2 else wave)]
+
+
+def persistent_order(blocks: Sequence[Block], cores: int) -> list[Block]:
+    """The dsl build's persistent grid (fa_builder.py ``compute_range``): min(units, cores) cores, core c a
+    contiguous range of the units, the first ``units % cores`` cores one unit more; returned in the order
+    that hands core c its range through the round-robin dispatch (positions c, c + cores, …)."""
+    n = len(blocks)
+    m = min(n, cores)
+    if m == 0:
+        return []
+    share, extra = divmod(n, m)
+    starts = [c * share + min(c, extra) for c in range(m)]
+    return [blocks[starts[c] + j] for j in range(share + 1) for c in range(m) if j < share + (c < extra)]

@@ -124,12 +124,23 @@ class HardwareConfig:
 
 
 @dataclass(frozen=True)
+class KernelConfig:
+    """Which build of the kernel runs (docs/kernel.md, "Builds"): ``manual`` (kernels/manual/common/flash_atten,
+    S0/128 blocks dispatched by the hardware, Q/K/V prefetched into L2), ``jit`` (the torch JIT build of the
+    same source: no prefetch, consumer sync period 1) or ``dsl`` (the PTO-DSL port: a persistent grid of
+    min(units, cores) cores looping over their units, its own stage order and buffers)."""
+
+    build: str = "manual"
+
+
+@dataclass(frozen=True)
 class Config:
     case: CaseConfig = field(default_factory=CaseConfig)
     tiling: TilingConfig = field(default_factory=TilingConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     numerics: NumericsConfig = field(default_factory=NumericsConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    kernel: KernelConfig = field(default_factory=KernelConfig)
 
     @property
     def name(self) -> str:
@@ -151,11 +162,24 @@ class Config:
 
 
 _SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
-                  "numerics": NumericsConfig, "hardware": HardwareConfig}
+                  "numerics": NumericsConfig, "hardware": HardwareConfig, "kernel": KernelConfig}
+#: The builds of the kernel (``kernel.build``): their schedules differ only in the defaults below.
+BUILDS = ("manual", "jit", "dsl")
+#: What each build compiles in where the manual kernel's defaults differ (docs/kernel.md, "Builds"); a config
+#: that gives the key keeps its own value.  The dsl build's TILE_S1 depends on S1 (:func:`build_defaults`).
+BUILD_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {
+    "manual": {},
+    "jit": {("schedule", "cv_fifo_cons_sync_period"): 1},  # fa_kernel.cpp call_kernel: CV_FIFO_CONS_SYNC_PERIOD = 1
+    "dsl": {("schedule", "qk_preload"): 3,  # fa_builder.py: QK_PRELOAD default 3 (EXP_RING = QK_PRELOAD)
+            ("schedule", "l1_p"): 1, ("schedule", "l1_v"): 1},  # fa_builder.py: one p_recv and one v_mat tile
+}
+#: The dsl build's TILE_S1 from S1 = DSL_WIDE_S1 on (kernels/python/flash_atten run.py: 256 below, 512 from there).
+DSL_WIDE_S1 = 32768
 CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm"),
            ("numerics", "reference"): ("npu", "cpu_sim"),
            ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first"),
-           ("hardware", "host"): ("aarch64", "x86_64", "")}  # "": the host is not known
+           ("hardware", "host"): ("aarch64", "x86_64", ""),  # "": the host is not known
+           ("kernel", "build"): BUILDS}
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).
 AUTO = {("schedule", "s1_split")}
 
@@ -267,7 +291,25 @@ def parse_config(data: dict[str, Any]) -> Config:
             hint = suggest(section, list(_SECTION_TYPES)) if isinstance(section, str) else \
                 f"known: {', '.join(_SECTION_TYPES)}"
             raise InputError(f"config error: unknown section [{name}]; {hint}")
-    return Config(**{s: _section(s, cls, data.get(s, {})) for s, cls in _SECTION_TYPES.items()})
+    kernel = _section("kernel", KernelConfig, data.get("kernel", {}))
+    data = {**data, "kernel": kernel}
+    for (section, key), value in build_defaults(kernel.build, data).items():
+        if not isinstance(data.get(section, {}), dict) or key in data.get(section, {}):
+            continue  # a given value wins (a non-table section is refused below)
+        data = merge(data, section, key, value)
+    return Config(**{s: kernel if s == "kernel" else _section(s, cls, data.get(s, {}))
+                     for s, cls in _SECTION_TYPES.items()})
+
+
+def build_defaults(build: str, data: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """The values ``build`` compiles in where they differ from the schema's defaults, for the case in ``data``."""
+    defaults = dict(BUILD_DEFAULTS[build])
+    if build == "dsl":
+        case = data.get("case", {})
+        s1 = case.get("s1", CaseConfig.s1) if isinstance(case, dict) else CaseConfig.s1
+        if isinstance(s1, int) and s1 >= DSL_WIDE_S1:
+            defaults["tiling", "tile_s1"] = 512
+    return defaults
 
 
 def parse_span(text: str, option: str) -> tuple[int, int] | None:

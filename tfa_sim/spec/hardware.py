@@ -83,9 +83,11 @@ class GmParams:
 
 @dataclass(frozen=True)
 class SyncParams:
-    """Cycles from a cross-core ``set_flag`` to the waiter seeing it."""
+    """Cross-core flags: cycles from the chip's sync unit (FFTS) serving a ``set_flag`` to the waiter seeing it,
+    and the cycles of the unit each message takes (all cores' messages queue for it: engine/ffts.py)."""
 
     flag_latency: float
+    ffts_service: float
 
 
 @dataclass(frozen=True)

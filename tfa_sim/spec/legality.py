@@ -43,6 +43,14 @@ def _check_variants(config: Config) -> None:
              f"(0 = off; Gemma uses 50 for attention)")
     _require(not c.mask or not c.causal, "case.mask replaces the causal mask: give either --mask FILE or "
              "case.causal = true, not both (put the causal part into the mask file)")
+    if config.kernel.build == "dsl":  # kernels/python/flash_atten/kernels/fa_builder.py (docs/kernel.md, "Builds")
+        _require(not c.causal and not c.mask, "kernel.build=dsl has no mask (the PTO-DSL port builds "
+                 "CAUSAL_MASK=False only): drop case.causal/case.mask, or use kernel.build=manual")
+        _require(config.schedule.block_order == "row", f"schedule.block_order={config.schedule.block_order} orders "
+                 f"hardware-dispatched blocks; kernel.build=dsl gives each core a contiguous range of units: use "
+                 f"block_order=row or kernel.build=manual")
+        _require(config.schedule.qk_preload >= 1, "kernel.build=dsl needs schedule.qk_preload ≥ 1 (its EXP ring "
+                 "has qk_preload entries; the port builds 3 or 4)")
     n = config.numerics
     _require(n.reference != "cpu_sim" or n.exp_model == "tfa", f"numerics.exp_model={n.exp_model} chooses the npu "
              f"reference's exp; numerics.reference=cpu_sim brings CPU_SIM's own, (float)exp((double)x): drop one")

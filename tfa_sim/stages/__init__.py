@@ -11,12 +11,14 @@ instruction groups, each naming its pipe, the buffer slots and flags it waits
 on, its cost, the data it moves or computes (``op``, only when numerics are
 on: ``op=(…) if k.numerics else None``) with its intermediate dump, and the slots and flags
 it releases or sets when it completes (``then``).  ``run_tfa`` strings the
-calls together per unit in the kernel's order; the engine issues them.
+calls together per unit in the kernel's order (``run_dsl`` in the PTO-DSL port's); the engine issues them.
 """
 from __future__ import annotations
 
+#: What a block (or a persistent core) does after its last stage call: drain credits, signal block end.
+EPILOGUE = "epilogue"
 #: Stage names in report order (the engine knows them only as labels).
-STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue")
+STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", EPILOGUE)
 #: The split-S1 combine launch's stage (tfa_sim/stages/combine.py).
 COMBINE = "combine"
 #: Every stage an event log may name.

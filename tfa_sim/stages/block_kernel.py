@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
 
 from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.data import Dump, View
-from tfa_sim.buffers.fifo import GmFifo, Ring
+from tfa_sim.buffers.fifo import FifoWindow, GmFifo, Ring
 from tfa_sim.buffers.pools import Flag, HazardError, PingPong
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program, Wait
@@ -60,6 +60,14 @@ class Numerics:
     partials: Partials | None = None
 
 
+class Fifos(NamedTuple):
+    """The block's three GM FIFOs (docs/kernel.md, "Cross-core FIFOs")."""
+
+    qk: GmFifo
+    p: GmFifo
+    pv: GmFifo
+
+
 @dataclass(frozen=True)
 class Shape:
     """The per-block sizes every stage uses (from the config)."""
@@ -92,13 +100,19 @@ class BlockKernel:
     """Buffers, FIFOs, pipes and data of one block on one core (see the module docstring)."""
 
     def __init__(self, env: simpy.Environment, core: Core, block: Block, config: Config, shape: Shape,
-                 costs: Costs, numerics: Numerics | None, stats: Stats) -> None:
+                 costs: Costs, numerics: Numerics | None, stats: Stats, share: BlockKernel | None = None) -> None:
         self.env, self.block, self.shape, self.costs, self.num = env, block, shape, costs, numerics
+        self.core, self.config, self.stats = core, config, stats
         self.numerics = numerics is not None  # stages build their data steps (op) only when True
         self.aic = core.cube
         self.aiv = core.vec
+        self.ffts = core.ffts
         self._traced = stats.pools if stats.events is not None else None
         self.programs: list[tuple[Sequence[Pipe], Program]] = []  # each unit's pipes and program (run_tfa)
+        self.named_lines = False  # K/V lines named relative to the pipes' line_base (a unit view: to its own)
+        if share is not None:
+            self._adopt(share)
+            return
         s, latency = config.schedule, costs.hw.sync.flag_latency
         core_name = cube_unit(core.index).core_name
         aic, aiv = self.aic, self.aiv
@@ -115,23 +129,50 @@ class BlockKernel:
         self.ub_src = [self._pool(f"{vec_names[a]}.UB.src", s.ub_src, aiv[a].V) for a in range(LANES)]
         self.ub_x_exp = [self._pool(f"{vec_names[a]}.UB.x_exp", s.ub_x_exp, aiv[a].MTE3) for a in range(LANES)]
         # l1_exp_max_ififo[CV_FIFO_SIZE]: entry t % cv_fifo_size, written by compute_p(t), read by compute_gu(t)
-        self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", s.cv_fifo_size, (shape.half,), np.float32)
+        # (the dsl build's EXP ring has qk_preload entries: docs/kernel.md, "Builds")
+        ring = max(1, s.qk_preload) if config.kernel.build == "dsl" else s.cv_fifo_size
+        self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", ring, (shape.half,), np.float32)
                            for a in range(LANES)]
         depth, period = s.cv_fifo_size, s.cv_fifo_cons_sync_period
         tile = (shape.cube_s0, shape.tile_s1)
-        self.qk_fifo = self._fifo(f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
-                                  [aic.FIX] * LANES, [v.MTE2 for v in aiv])
-        self.p_fifo = self._fifo(f"{core_name}.p_tile_fifo", depth, period, latency, tile, shape.dtype,
-                                 [v.MTE3 for v in aiv], [aic.MTE2] * LANES)
-        self.pv_fifo = self._fifo(f"{core_name}.pv_tile_fifo", depth, period, latency, (shape.cube_s0, shape.head),
-                                  np.float32, [aic.FIX] * LANES, [v.MTE2 for v in aiv])
-        self.block_end = [Flag(env, f"{core_name}.block_end[aiv{a}]", latency, "data", aiv[a].MTE3)
+        qk = self._fifo(f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
+                        [aic.FIX] * LANES, [v.MTE2 for v in aiv])
+        p = self._fifo(f"{core_name}.p_tile_fifo", depth, period, latency, tile, shape.dtype,
+                       [v.MTE3 for v in aiv], [aic.MTE2] * LANES)
+        pv = self._fifo(f"{core_name}.pv_tile_fifo", depth, period, latency, (shape.cube_s0, shape.head),
+                        np.float32, [aic.FIX] * LANES, [v.MTE2 for v in aiv])
+        # what the stages index: the FIFOs, or a unit view's windows on them
+        self.qk_fifo: GmFifo | FifoWindow = qk
+        self.p_fifo: GmFifo | FifoWindow = p
+        self.pv_fifo: GmFifo | FifoWindow = pv
+        self.fifos = Fifos(qk, p, pv)  # the FIFOs themselves
+        self.block_end = [Flag(env, f"{core_name}.block_end[aiv{a}]", latency, "data", aiv[a].MTE3, core.ffts)
                           for a in range(LANES)]
         # UB state tiles of each AIV (numerics only): running max and sum per row, runningOTile
         rows = (shape.half,)
         self.m2_global_max = [np.empty(rows, np.float32) for _ in range(LANES)] if numerics else []
         self.l2_global_sum = [np.empty(rows, np.float32) for _ in range(LANES)] if numerics else []
         self.running_o = [np.empty((shape.half, shape.head), np.float32) for _ in range(LANES)] if numerics else []
+
+    def unit_view(self, block: Block, base: int) -> BlockKernel:
+        """The same buffers, FIFOs and pipes for ``block``, a later unit of a persistent core whose FIFO tiles
+        are counted from ``base`` on (the dsl build: the kernel declares them once per core).  Its K/V lines
+        carry the block's own K/V head, since the core's units may read different heads."""
+        view = BlockKernel(self.env, self.core, block, self.config, self.shape, self.costs, self.num, self.stats,
+                           share=self)
+        view.qk_fifo, view.p_fifo, view.pv_fifo = (FifoWindow(f, base) for f in self.fifos)
+        view.named_lines = True
+        return view
+
+    def _adopt(self, other: BlockKernel) -> None:
+        """Take ``other``'s buffers, FIFOs, flags and state tiles (a unit view of the same core)."""
+        self.l1_q, self.l1_k, self.l1_p, self.l1_v = other.l1_q, other.l1_k, other.l1_p, other.l1_v
+        self.l0a, self.l0b, self.l0c = other.l0a, other.l0b, other.l0c
+        self.ub_src, self.ub_x_exp, self.l1_exp_max = other.ub_src, other.ub_x_exp, other.l1_exp_max
+        self.fifos, self.block_end = other.fifos, other.block_end
+        self.qk_fifo, self.p_fifo, self.pv_fifo = other.qk_fifo, other.p_fifo, other.pv_fifo
+        self.m2_global_max, self.l2_global_sum = other.m2_global_max, other.l2_global_sum
+        self.running_o = other.running_o
 
     def _pool(self, name: str, count: int, owner: Pipe) -> PingPong:
         pool = PingPong(self.env, name, count, owner)
@@ -140,7 +181,7 @@ class BlockKernel:
 
     def _fifo(self, name: str, depth: int, period: int, latency: float, shape: tuple[int, ...], dtype: Any,
               producers: list[Pipe], consumers: list[Pipe]) -> GmFifo:
-        fifo = GmFifo(self.env, name, depth, period, latency, shape, dtype, producers, consumers)
+        fifo = GmFifo(self.env, name, depth, period, latency, shape, dtype, producers, consumers, self.ffts)
         self._trace(fifo)
         return fifo
 
@@ -169,9 +210,12 @@ class BlockKernel:
         ``chunks`` DMA instructions; ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
         return GmMove(nbytes, getattr(self.costs.move, path), line, chunks)
 
-    def kv_line(self, tensor: str, t: int, s: int) -> tuple[str, int]:
+    def kv_line(self, tensor: str, t: int, s: int) -> tuple[Any, ...]:
         """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head
-        (:attr:`~tfa_sim.spec.blocks.Block.line_base`): shared by every block of the head."""
+        (:attr:`~tfa_sim.spec.blocks.Block.line_base`): shared by every block of the head; with
+        ``named_lines`` (a persistent core's units) the head is part of the name."""
+        if self.named_lines:
+            return tensor, self.block.col0(t, s), self.block.line_base
         return tensor, self.block.col0(t, s)
 
     @property
@@ -203,18 +247,22 @@ class BlockKernel:
         """(first block row, rows) of AIV ``lane`` (:meth:`~tfa_sim.spec.blocks.Block.lane_rows`)."""
         return self.block.lane_rows(lane)
 
-    def gm_o(self, lane: int) -> View:
-        """AIV ``lane``'s rows of O (or, for a partial block, of its chunk's unnormalised O)."""
-        rows, (first, n) = self.block.rows, self.lane_rows(lane)
-        own = slice(first, first + n)
+    def _own(self, lane: int, mine: slice | None) -> slice:
+        """AIV ``lane``'s rows of the block, or the part ``mine`` of them (counted from the AIV's first row)."""
+        first, n = self.lane_rows(lane)
+        return slice(first, first + n) if mine is None else slice(first + mine.start, first + mine.stop)
+
+    def gm_o(self, lane: int, mine: slice | None = None) -> View:
+        """AIV ``lane``'s rows of O (or, for a partial block, of its chunk's unnormalised O), or the part
+        ``mine`` of them."""
+        rows, own = self.block.rows, self._own(lane, mine)
         if self.block.partial:
             return View(self.partials.o, (self.block.chunk, rows.batch, rows.heads[own], rows.pos[own]))
         return View(self.data.out, (rows.batch, rows.heads[own], rows.pos[own]))
 
-    def gm_partial(self, lane: int, name: str) -> View:
-        """AIV ``lane``'s rows of the chunk's running max (``m``) or sum (``l``) in GM."""
-        rows, (first, n) = self.block.rows, self.lane_rows(lane)
-        own = slice(first, first + n)
+    def gm_partial(self, lane: int, name: str, mine: slice | None = None) -> View:
+        """AIV ``lane``'s rows (or the part ``mine`` of them) of the chunk's running max (``m``) or sum (``l``)."""
+        rows, own = self.block.rows, self._own(lane, mine)
         return View(getattr(self.partials, name), (self.block.chunk, rows.batch, rows.heads[own], rows.pos[own]))
 
     @property
@@ -230,7 +278,7 @@ class BlockKernel:
     def finish(self, keep_tiles: bool = False) -> None:
         """At block end every flag must be back to zero and every slot released; then drop the tiles (unless
         ``keep_tiles``: engine/ops.py runs the block's data steps first)."""
-        flags = [*self.qk_fifo.flags(), *self.p_fifo.flags(), *self.pv_fifo.flags(), *self.block_end]
+        flags = [*(flag for fifo in self.fifos for flag in fifo.flags()), *self.block_end]
         for flag in flags:
             if flag.pending:
                 raise HazardError(f"{flag.name} was set {flag.pending} more time(s) than waited in block "
@@ -248,7 +296,7 @@ class BlockKernel:
         self.block = block
         for pool in self._pools():
             pool.reset()
-        for fifo in (self.qk_fifo, self.p_fifo, self.pv_fifo):
+        for fifo in self.fifos:
             fifo.reset()
         for flag in self.block_end:
             flag.reset()

@@ -48,46 +48,60 @@ def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv:
     return backend.normalize(o, l2_global_sum) if last else o
 
 
-def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int) -> Program:
-    """GU(t) on AIV ``lane`` (``src_id``: the shared ping-pong counter); returns the ``TSTORE O`` after the
-    block's last tile (else None)."""
+def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, parts: int = 1) -> Program:
+    """GU(t) on AIV ``lane`` (``src_id``: the shared ping-pong counter), or of its row slice ``part`` of
+    ``parts`` (the dsl build updates its rows in kTileFactor slices, each loaded, updated and, after the last
+    tile, stored on its own); returns the ``TSTORE O`` after the block's last tile (else None)."""
     n, aiv, block = k.shape, k.aiv[lane], k.block
     pv = k.pv_fifo.tile(t, (lane,))
-    row0, rows = k.lane_rows(lane)
-    own = slice(row0, row0 + rows)  # this AIV's rows of the block
+    lane0, lane_n = k.lane_rows(lane)
+    size = -(-lane_n // parts)
+    first_row = min(lane_n, part * size)
+    rows = min(size, lane_n - first_row)
+    row0 = lane0 + first_row
+    own = slice(row0, row0 + rows)  # this slice's rows of the block
+    mine = slice(first_row, first_row + rows)  # and of this AIV's rows
     src = k.ub_src[lane].slot(src_id)
     nbytes = rows * n.head * FP32
-    yield k.wait(STAGE, pv.ready)  # wait(): the PV tile is in GM
+    done = part == parts - 1  # the tile's last slice frees the PV tile and reads the ring entry
+    if part == 0:
+        yield k.wait(STAGE, pv.ready)  # wait(): the PV tile is in GM
     load = yield k.instr(
-        aiv.MTE2, STAGE, t, 0, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub") if rows else 0.0, waits=(src,),
+        aiv.MTE2, STAGE, t, part, "TLOAD PV", k.gm_move(nbytes, "gm_to_ub") if rows else 0.0, waits=(src,),
         op=(Move(pv.region(own), src),) if k.numerics else None,
-        then=(pv.free, pv.credit) if pv.notifies else (pv.free,), nbytes=nbytes)
+        then=((pv.free, pv.credit) if pv.notifies else (pv.free,)) if done else (), nbytes=nbytes)
     first, last = t == 0, t == block.tiles - 1
     divide = last and not block.partial
     exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
-    mine = slice(0, rows)
     if k.numerics and rows:
         o = View(k.running_o[lane], mine)
         step = partial(update, k.data.backend, first, divide)
         scale = NOT_RESCALED if first else exp_max.region(mine)
         op = (Compute(step, (o, src, scale, View(k.l2_global_sum[lane], mine)), (o,)), *k.dump("o_part", t, row0, o))
     cost = k.costs.compute_gu(rows, n.head, first, divide) if rows else 0.0
-    vec = yield k.instr(aiv.V, STAGE, t, 0, "VEC update", cost, waits=(load,), op=op,
-                        then=(src.release,) if first else (exp_max.read, src.release))
+    vec = yield k.instr(aiv.V, STAGE, t, part, "VEC update", cost, waits=(load,), op=op,
+                        then=(src.release,) if first or not done else (exp_max.read, src.release))
     if not last:
         return None
+    return (yield from _store(k, lane, t, part, vec, mine, rows))
+
+
+def _store(k: BlockKernel, lane: int, t: int, part: int, vec: Instr, mine: slice, rows: int) -> Program:
+    """After the last tile: the rows' O (a split-S1 chunk: its unnormalised O, max and sum) to GM."""
+    n, block = k.shape, k.block
+    nbytes = rows * n.head * FP32
     moves: tuple[Effect, ...] = ()
     if block.partial:  # the chunk's unnormalised O, max and sum for the combine
         nbytes += 2 * rows * FP32
         if k.numerics and rows:
-            moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane)),
-                     Move(View(k.m2_global_max[lane], mine), k.gm_partial(lane, "m")),
-                     Move(View(k.l2_global_sum[lane], mine), k.gm_partial(lane, "l")))
+            moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane, mine)),
+                     Move(View(k.m2_global_max[lane], mine), k.gm_partial(lane, "m", mine)),
+                     Move(View(k.l2_global_sum[lane], mine), k.gm_partial(lane, "l", mine)))
     elif k.numerics and rows:
-        moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane)),)
+        moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane, mine)),)
     store: Instr = yield k.instr(
-        aiv.MTE3, STAGE, t, 0, "TSTORE partial" if block.partial else "TSTORE O",
+        k.aiv[lane].MTE3, STAGE, t, part, "TSTORE partial" if block.partial else "TSTORE O",
         k.gm_move(nbytes, "ub_to_gm") if rows else 0.0, waits=(vec,), op=moves if k.numerics else None,
         nbytes=nbytes)
     return store

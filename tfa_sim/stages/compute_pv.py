@@ -63,8 +63,18 @@ def pv_tile(backend: Backend, panel: int, block: Block, t: int, p: np.ndarray, v
     return np.zeros((p.shape[0], v.shape[1]), np.float32) if acc is None else acc
 
 
-def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
-    """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns)."""
+def _load_v(k: BlockKernel, t: int, s: int, v_l1: Slot, v_bytes: int) -> Program:
+    """``TLOAD V``: the sub-tile's V chunk into an L1 slot."""
+    load = yield k.instr(
+        k.aic.MTE2, STAGE, t, s, "TLOAD V", k.gm_move(v_bytes, "gm_to_l1", k.kv_line("v", t, s)), waits=(v_l1,),
+        op=(Move(k.gm_v(k.block.col0(t, s)), v_l1),) if k.numerics else None, nbytes=v_bytes)
+    return load
+
+
+def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot, v_first: bool = True) -> Program:
+    """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns).
+    ``v_first``: the V load is issued before the wait for P (the manual kernel); else after the P load (the
+    dsl build's ``emit_pv_sub``)."""
     b, n, aic = k.block, k.shape, k.aic
     p = k.p_fifo.tile(t)
     free: tuple[Effect, ...] = ()
@@ -79,14 +89,14 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     cols = (slice(0, rows), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
     p_l1, v_l1, a, bb = k.l1_p.slot(), k.l1_v.slot(), k.l0a.slot(), k.l0b.slot()
     p_bytes, v_bytes = rows * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
-    load_v = yield k.instr(
-        aic.MTE2, STAGE, t, s, "TLOAD V", k.gm_move(v_bytes, "gm_to_l1", k.kv_line("v", t, s)), waits=(v_l1,),
-        op=(Move(k.gm_v(b.col0(t, s)), v_l1),) if k.numerics else None, nbytes=v_bytes)
+    load_v = (yield from _load_v(k, t, s, v_l1, v_bytes)) if v_first else None
     if s == 0:
         yield k.wait(STAGE, p.ready)  # wait(): both AIVs' rows of P(t) are in GM
     load_p = yield k.instr(
         aic.MTE2, STAGE, t, s, "TLOAD P", k.gm_move(p_bytes, "gm_to_l1"), waits=(p_l1,),
         op=(Move(p.region(cols), p_l1),) if k.numerics else None, then=free, nbytes=p_bytes)
+    if load_v is None:
+        load_v = yield from _load_v(k, t, s, v_l1, v_bytes)
     extract = yield k.instr(
         aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
         op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))

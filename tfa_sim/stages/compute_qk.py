@@ -62,12 +62,16 @@ def load_q(k: BlockKernel) -> Program:
     return load, q_l1
 
 
-def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_index: int) -> Program:
+def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_index: int,
+               allocate_first: bool = False) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into L0C accumulator ``acc_index`` (``q_load``/``q_l1``: the
-    block's Q, from :func:`load_q`)."""
+    block's Q, from :func:`load_q`).  ``allocate_first``: the producer's ``allocate()`` comes before the
+    sub-tile's K load, as the dsl build's ``talloc`` (else after the matmul, before the store)."""
     b, n, aic = k.block, k.shape, k.aic
     rows = b.n_rows  # a short block still costs whole 16-row fractals (Costs.matmul)
     fifo = k.qk_fifo.tile(t)
+    if s == 0 and allocate_first and fifo.credits:
+        yield k.wait(STAGE, fifo.credits)
     last = s == n.k_tile_factor - 1
     cols = (slice(0, rows), slice(s * n.cube_s1, (s + 1) * n.cube_s1))  # the sub-tile's part of the tile
     store_waits: tuple[Any, ...] = ()
@@ -93,7 +97,7 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
         out_bytes, source = rows * n.cube_s1 * FP32, acc
         store_waits, store_cost = (matmul,), k.gm_move(out_bytes, "l0c_to_gm")
         store_then += (acc.release,)
-    if s == 0 and fifo.credits:
+    if s == 0 and not allocate_first and fifo.credits:
         yield k.wait(STAGE, fifo.credits)  # allocate(): after the matmul, before the store
     if last:
         store_then += (fifo.push,)  # record(): the whole tile is in GM

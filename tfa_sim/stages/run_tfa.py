@@ -34,20 +34,19 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
-from tfa_sim.spec.blocks import Block, make_blocks, order_blocks
+from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.hardware import Hardware
 from tfa_sim.spec.masks import Mask
 from tfa_sim.spec.units import LANES
-from tfa_sim.stages import STAGES
+from tfa_sim.stages import EPILOGUE, STAGES
 from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape, matmul_panels
 from tfa_sim.stages.compute_gu import compute_gu
 from tfa_sim.stages.compute_p import compute_p
 from tfa_sim.stages.compute_pv import compute_pv
 from tfa_sim.stages.compute_qk import compute_qk, load_q
-
-EPILOGUE = "epilogue"
+from tfa_sim.stages.run_dsl import dsl_aic_program, dsl_aiv_program
 
 
 def aic_program(k: BlockKernel) -> Program:
@@ -105,7 +104,7 @@ def aiv_program(k: BlockKernel, lane: int) -> Program:
 def aic_epilogue(k: BlockKernel, q_l1: Slot) -> Program:
     """Wait for the credits of the QK and PV FIFOs nobody waited for and for both AIVs' block end."""
     tiles = k.block.tiles
-    drain = [fifo.consumed[a] for fifo in (k.qk_fifo, k.pv_fifo) for a in range(LANES)
+    drain = [fifo.consumed[a] for fifo in (k.fifos.qk, k.fifos.pv) for a in range(LANES)
              for _ in range(fifo.undrained_credits(tiles))]
     yield k.wait(EPILOGUE, [*drain, *k.block_end])
     yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "block end", 0.0, then=(q_l1.release,))
@@ -113,7 +112,7 @@ def aic_epilogue(k: BlockKernel, q_l1: Slot) -> Program:
 
 def aiv_epilogue(k: BlockKernel, lane: int, store: Instr) -> Program:
     """After the output store: drain the P FIFO's undrained credits, then signal block end."""
-    drain = [k.p_fifo.consumed[lane]] * k.p_fifo.undrained_credits(k.block.tiles)
+    drain = [k.fifos.p.consumed[lane]] * k.fifos.p.undrained_credits(k.block.tiles)
     if drain:
         yield k.wait(EPILOGUE, drain)
     yield k.instr(k.aiv[lane].MTE3, EPILOGUE, k.block.tiles, 0, "signal block end", 0.0, waits=(store,),
@@ -138,16 +137,31 @@ class TfaKernel:
         self.shape = Shape(c.head, t.cube_s0, t.cube_s1, t.tile_s1, t.k_tile_factor, t.vec_s0, t.cube_s0 // 2,
                            s.qk_preload, qk_k, pv_k, softmax_scale(c.head), c.softcap, input_dtype(c.dtype),
                            *matmul_panels(config))
-        cores = hw.cube_cores
-        self.blocks: Sequence[Block] = order_blocks(make_blocks(config, mask, cores), s.block_order, cores)
+        cores, build = hw.cube_cores, config.kernel.build
+        blocks = make_blocks(config, mask, cores)
+        # the dsl build: a persistent grid whose cores loop over contiguous ranges of units (run_dsl.py)
+        self.persistent = build == "dsl"
+        # the manual build's host program prefetches Q, K and V into the L2 before the launch (PTO_PREFETCH)
+        self.prefetched = build == "manual"
+        self.blocks: Sequence[Block] = persistent_order(blocks, cores) if self.persistent else \
+            order_blocks(blocks, s.block_order, cores)
 
     def template_key(self, block: Block) -> Hashable | None:
         """Timing only: the block's own key (equal for blocks that issue the same program and read the same
         K/V lines); with numerics every block moves its own data, so none is replayed."""
-        return None if self.numerics is not None else block.key
+        return None if self.numerics is not None or self.persistent else block.key
 
-    def start(self, env: simpy.Environment, core: Core, block: Block, stats: Stats) -> BlockKernel:
-        """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's."""
-        k = BlockKernel(env, core, block, self.config, self.shape, self.costs, self.numerics, stats)
-        k.programs = [(core.cube, aic_program(k)), *((core.vec[a], aiv_program(k, a)) for a in range(LANES))]
+    def start(self, env: simpy.Environment, core: Core, block: Block | Sequence[Block], stats: Stats) -> BlockKernel:
+        """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent kernel:
+        ``block`` is the core's units, and the programs loop over them)."""
+        units = block if isinstance(block, Sequence) else None
+        first = units[0] if units is not None else block
+        assert isinstance(first, Block)
+        k = BlockKernel(env, core, first, self.config, self.shape, self.costs, self.numerics, stats)
+        if units is not None:
+            k.named_lines = True  # the units may read different K/V heads (the pipes keep no line base)
+            k.programs = [(core.cube, dsl_aic_program(k, units)),
+                          *((core.vec[a], dsl_aiv_program(k, units, a)) for a in range(LANES))]
+        else:
+            k.programs = [(core.cube, aic_program(k)), *((core.vec[a], aiv_program(k, a)) for a in range(LANES))]
         return k
