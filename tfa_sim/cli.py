@@ -160,6 +160,17 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from tfa_sim.api.library import profile
+    from tfa_sim.views.profile import PROFILE_FILES, format_profile
+
+    result = profile(args.profile, args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw,
+                     op=args.op, out=args.out or True)
+    print(format_profile(result.report))
+    print(f"  wrote {result.out_dir}/ ({', '.join(PROFILE_FILES)})")
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tfa_sim.explore.calibrate import (
         Simulator,
@@ -372,6 +383,17 @@ def _run_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_check)
 
 
+def _profile_parser(sub: Any) -> None:
+    """``profile``."""
+    p = sub.add_parser("profile", help="a board's msprof profile beside the model, pipe by pipe (README \"Profiles\")")
+    p.add_argument("profile", metavar="DIR", help="the OPPROF_… directory of msprof op, the PROF_… directory of "
+                   "msprof --application, or its op_summary_*.csv")
+    _config_args(p, backend=False)
+    p.add_argument("--op", help="the operator (Op Name, or the start of it) where the profile holds several")
+    p.add_argument("--out", help="output directory (default: a new runs/profile-<case>-<time>)")
+    p.set_defaults(func=cmd_profile)
+
+
 def _tune_parser(sub: Any) -> None:
     """``tune``."""
     p = sub.add_parser("tune", help="find a case's best legal schedule: legality, a screen of every candidate, "
@@ -454,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parsers(sub)
     _explore_parsers(sub)
     _tune_parser(sub)
+    _profile_parser(sub)
     return parser
 
 
