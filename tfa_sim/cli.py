@@ -179,14 +179,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         fit,
         format_report,
         half_width,
-        select_points,
         sensitivity,
         write_presets,
     )
+    from tfa_sim.explore.profile_points import calibration_points, pipes_beside
     from tfa_sim.rundir.directory import atomic_write
     from tfa_sim.rundir.outputs import new_run_dir, write_json
 
-    points = select_points(args.points, args.exclude, args.kernel)
+    points, profiled = calibration_points(args.points, args.exclude, args.kernel, args.profiles)
     print(f"tfa-sim calibrate: fitting to {len(points)} measured points of kernel {points[0].kernel}…", flush=True)
     sim = Simulator()
     result = fit(points, sim)
@@ -196,7 +196,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     width = half_width(points, held_out)
     out = Path(args.out) if args.out else new_run_dir("calibration")
     out.mkdir(parents=True, exist_ok=True)
-    report = format_report(result, held_out, sens)
+    report = format_report(result, held_out, sens) + pipes_beside(result, profiled)
     atomic_write(out / "report.txt", lambda f: f.write((report + "\n").encode("utf-8")))
     write_json(out / "calibration.json", calibration_record(result, held_out, sens))
     note = (f"tfa-sim calibrate, {len(points)} points of kernel {points[0].kernel}, in-sample MAPE "
@@ -457,7 +457,10 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured launches")
-    p.add_argument("--points", help="CSV of measured points (default: the shipped set, docs/calibration.md)")
+    p.add_argument("--points", help="CSV of measured points (default: the shipped set unless --profiles is given; "
+                   "docs/calibration.md)")
+    p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming msprof profile directories and the config "
+                   "each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
     p.add_argument("--kernel", help="the kernel revision to fit when the points file holds several")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")

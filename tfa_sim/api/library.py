@@ -226,7 +226,7 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     run_config = chosen(config, case, timing_only, hw)
     check_clock(board, load_hardware(run_config.hardware))
     done = runner.compute(run_config, None, event_log=False)
-    check_launch(board, done.summary)
+    check_launch(board, run_config.name, done.summary["blocks"], len(done.summary["launches"]))
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
     result = ProfileResult(compare(board, done.summary, stalls))
     if out is not None and out is not False:

@@ -57,17 +57,16 @@ def check_clock(board: BoardProfile, hw: Hardware) -> None:
                          + ", or profile the board at its rated clock")
 
 
-def check_launch(board: BoardProfile, summary: dict[str, Any]) -> None:
+def check_launch(board: BoardProfile, case: str, blocks: int, launches: int) -> None:
     """The profile is of the config's launch: one launch, Block Dim its blocks, Mix Block Dim two vector cores
     per block."""
-    where, launches = f"profile {board.source}", summary.get("launches", [])
-    if len(launches) != 1:
-        raise InputError(f"{where} holds one kernel launch, {summary['case']} runs {len(launches)} (split-S1 and its "
-                         f"combine): profile and compare an unsplit run (--set schedule.s1_split=1)")
-    blocks = launches[0]["blocks"]
+    where = f"profile {board.source}"
+    if launches != 1:
+        raise InputError(f"{where} holds one kernel launch, {case} runs {launches} (split-S1 and its combine): "
+                         f"profile and compare an unsplit run (--set schedule.s1_split=1)")
     if board.block_dim != blocks:
-        raise InputError(f"{where}: Block Dim {board.block_dim}, but {summary['case']} launches {blocks} blocks; give "
-                         f"the config the board ran (its S0, CUBE_S0, batch and heads make the blocks)")
+        raise InputError(f"{where}: Block Dim {board.block_dim}, but {case} launches {blocks} blocks; give the config "
+                         f"the board ran (its S0, CUBE_S0, batch and heads make the blocks)")
     if board.mix_block_dim is not None and board.mix_block_dim != LANES * blocks:
         raise InputError(f"{where}: Mix Block Dim {board.mix_block_dim} is not {LANES} vector cores for each of the "
                          f"{blocks} blocks: not the TFA kernel's launch; give the kernel's profile (--op NAME)")
@@ -138,13 +137,22 @@ def _pipe_row(name: str, board: dict[str, Any] | None, model: list[float] | None
     return row
 
 
+def side_by_side(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str, Any]]
+                 ) -> dict[str, dict[str, Any]]:
+    """Every pipe's entry of profile.json: the board's figures beside the model's run (``summary``'s timing
+    keys: blocks, cores_used, pipes, total_cycles, clock_mhz) and its stalls (``bubbles``)."""
+    boards = board_figures(board, summary["blocks"], summary["cores_used"])
+    models, stalls = model_figures(summary), waits(bubbles)
+    return {name: _pipe_row(name, boards.get(name), models.get(name), board.columns.get(name), stalls.get(name))
+            for name in PIPE_COLUMNS}
+
+
 def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str, Any]]) -> dict[str, Any]:
     """profile.json: the board's task and pipes beside the model's run of the config (``summary``), the
     pipes ordered by disagreement (``largest``) and the largest put in words (``findings``)."""
-    blocks, cores = summary["blocks"], summary["cores_used"]
-    boards, models, stalls = board_figures(board, blocks, cores), model_figures(summary), waits(bubbles)
-    pipes = {name: _pipe_row(name, boards.get(name), models.get(name), board.columns.get(name), stalls.get(name))
-             for name in PIPE_COLUMNS}
+    cores = summary["cores_used"]
+    boards = board_figures(board, summary["blocks"], cores)
+    pipes = side_by_side(board, summary, bubbles)
     compared = [n for n, p in pipes.items() if p["ratio"]]
     report: dict[str, Any] = {
         "case": summary["case"], "hardware": summary["hardware"], "clock_mhz": summary["clock_mhz"],
