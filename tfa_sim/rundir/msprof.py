@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.safety import decode_text, read_bytes, show
+from tfa_sim.spec.safety import read_bytes, show
 from tfa_sim.spec.units import LANES
 
 #: The pipes msprof reports, under the names summary.json uses, with every column spelling accepted (CANN 8.0.RC1's
@@ -97,9 +97,14 @@ class Table:
 
         self.path = path
         data = read_bytes(path, "profile file", "give the files msprof wrote", max_bytes=MAX_BYTES)
-        text = decode_text(data, path, "profile file").lstrip("\ufeff")
-        if "\0" in text:
-            raise InputError(f"profile file {path} holds NUL bytes: a binary file, not the CSV msprof writes")
+        try:
+            text = data.decode("utf-8-sig")
+            bad = text.find("\0")
+        except UnicodeDecodeError as exc:
+            text, bad = "", exc.start
+        if bad >= 0:
+            raise InputError(f"profile file {path} is binary, not text (byte {bad} is 0x{data[bad]:02x}): not the CSV "
+                             f"msprof writes; give the .csv files of msprof's output")
         try:
             rows = [r for r in csv.reader(text.splitlines()) if any(cell.strip() for cell in r)]
         except csv.Error as exc:
@@ -271,7 +276,7 @@ def _read_op_launches(root: Path, launches: list[Path], op: str | None, pipes: b
         task, blocks = _task(infos[d], basic_file)
         pipe_file = _only(d, PIPE_FILE, "PipeUtilization.csv")
         units, columns = _units(Table(pipe_file), pipes)
-        _check_units(units, blocks, pipe_file)
+        _check_units(units, blocks, pipe_file, name)
         tasks.append(task)
         per_launch.append(units)
         files += [str(basic_file), str(pipe_file)]
@@ -352,7 +357,7 @@ def _number_lanes(units: list[Unit], order: list[tuple[int, int]]) -> None:
             unit.lane = lane
 
 
-def _check_units(units: list[Unit], block_dim: int, path: Path) -> None:
+def _check_units(units: list[Unit], block_dim: int, path: Path, name: str) -> None:
     """Blocks 0…Block Dim−1, each with one cube core and :data:`LANES` vector cores."""
     blocks = sorted({u.block for u in units})
     if blocks != list(range(block_dim)):
@@ -362,8 +367,9 @@ def _check_units(units: list[Unit], block_dim: int, path: Path) -> None:
         cubes = sum(u.block == block and u.kind == "cube" for u in units)
         vecs = sum(u.block == block and u.kind == "vec" for u in units)
         if (cubes, vecs) != (1, LANES):
-            raise InputError(f"profile file {path}: block {block} has {cubes} cube and {vecs} vector core rows; the "
-                             f"TFA kernel runs one cube and {LANES} vector cores per block")
+            raise InputError(f"profile file {path}: block {block} of {name} has {cubes} cube and {vecs} vector core "
+                             f"rows; the TFA kernel runs one cube and {LANES} vector cores per block: give its profile "
+                             f"(--op NAME)")
 
 
 def _merge(launches: list[list[Unit]]) -> list[Unit]:
@@ -399,8 +405,10 @@ def _read_summary(root: Path, tables: list[Table], op: str | None, pipes: bool) 
         for pipe, c in cols.items():
             value = t.number(r, c)
             if value is None and pipes and pipe in SIMULATED:
-                raise InputError(f"op summary {t.path} line {r + 2}: {t.header[c]} is N/A; collect with "
-                                 f"--task-time=l1 --aic-metrics=PipeUtilization")
+                raise InputError(f"op summary {t.path} line {r + 2}: {t.header[c]} of {name} is N/A: {name} ran on "
+                                 f"no cube and vector cores as the TFA kernel does (pick the kernel with --op NAME), "
+                                 f"or the profile has no PipeUtilization (collect with --task-time=l1 "
+                                 f"--aic-metrics=PipeUtilization)")
             if value is not None:
                 figures[pipe].append(value)
             columns[pipe] = t.header[c]
