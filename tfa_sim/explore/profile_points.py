@@ -144,18 +144,17 @@ def calibration_points(points_file: str | None, exclude: list[int], kernel: str 
     if exclude and not points_file:
         raise InputError("--exclude ROW leaves out rows of --points FILE; give --points FILE or drop --exclude")
     listed = Path(check_path(profiles, "--profiles"))
-    entries = read_list(listed)
-    found = [profiled(entry, listed.parent) for entry in entries]
-    chosen = [p for p in found if kernel is None or p.point.kernel == kernel]
-    points = (select_points(points_file, exclude, kernel) if points_file else []) + [p.point for p in chosen]
-    revisions = sorted({p.kernel for p in points})
-    if not points:
-        raise InputError(f"--profiles {listed}: no profile of kernel {kernel!r}; it has "
-                         f"{', '.join(sorted({p.point.kernel for p in found}))}")
-    if len(revisions) > 1:
+    found = [profiled(entry, listed.parent) for entry in read_list(listed)]
+    rows = select_points(points_file, exclude, kernel) if points_file else []
+    revisions = sorted({p.kernel for p in rows} | {p.point.kernel for p in found})
+    wanted = kernel or (revisions[0] if len(revisions) == 1 else None)
+    if wanted is None:
         raise InputError(f"the points and profiles mix kernel revisions {', '.join(revisions)}: one fit describes "
                          f"one revision; choose with --kernel NAME")
-    return points, chosen
+    chosen = [p for p in found if p.point.kernel == wanted]
+    if not rows and not chosen:
+        raise InputError(f"--profiles {listed}: no profile of kernel {wanted!r}; it has {', '.join(revisions)}")
+    return rows + [p.point for p in chosen], chosen
 
 
 def pipes_beside(fit: Fit, profiles: list[Profiled]) -> str:

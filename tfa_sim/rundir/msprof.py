@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.safety import read_bytes, show
+from tfa_sim.spec.safety import plain, read_bytes, show
 from tfa_sim.spec.units import LANES
 
 #: The pipes msprof reports, under the names summary.json uses, with every column spelling accepted (CANN 8.0.RC1's
@@ -221,9 +221,9 @@ def choose_op(names: list[str], op: str | None, where: str) -> str:
     if len(matching) == 1:
         return matching[0]
     if matching:
-        raise InputError(f"--op {show(op)} begins {len(matching)} operators' names in {where} "
+        raise InputError(f"--op {plain(op)} begins {len(matching)} operators' names in {where} "
                          f"({', '.join(sorted(matching)[:6])}): give the whole name")
-    raise InputError(f"--op {show(op)}: {where} has no task of that operator, only {listed}; give the profile of "
+    raise InputError(f"--op {plain(op)}: {where} has no task of that operator, only {listed}; give the profile of "
                      f"the kernel, or pick one of these with --op")
 
 
