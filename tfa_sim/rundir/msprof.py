@@ -130,8 +130,9 @@ class Table:
         return None
 
     def number(self, row: int, col: int) -> float | None:
-        """The cell as a finite number ≥ 0, None when msprof marks it missing (empty, NA, N/A)."""
-        text = self.rows[row][col].strip()
+        """The cell as a finite number ≥ 0 (a unit written after it, ``1800 MHz``, ``12.5us``, aside), None when
+        msprof marks it missing (empty, NA, N/A)."""
+        text = re.sub(r"\s*(mhz|us|μs|µs)$", "", self.rows[row][col].strip(), flags=re.IGNORECASE)
         if text.lower() in MISSING:
             return None
         where = f"profile file {self.path} line {row + 2}, column {self.header[col]}"
