@@ -150,3 +150,8 @@ def test_a_calibration_reading_needs_no_pipe_columns(tmp_path):
     with pytest.raises(InputError, match=r"no column aiv_vec_time\(us\) \(the busy time of vec.V\)"):
         read_profile(src)
     assert math.isclose(read_profile(src, pipes=False).task_us, 24.27)
+
+
+def test_one_of_msprof_ops_files_stands_for_its_launch():
+    launch = next((DATA / "a2_op_single").iterdir())
+    assert read_profile(launch / "PipeUtilization.csv").units == read_profile(launch).units

@@ -17,6 +17,7 @@ with one line naming it, the row and the column.
 """
 from __future__ import annotations
 
+import csv
 import math
 import os
 import re
@@ -93,8 +94,6 @@ class Table:
     """A CSV file msprof wrote: its header and rows as text, with checked number reading."""
 
     def __init__(self, path: Path) -> None:
-        import csv
-
         self.path = path
         data = read_bytes(path, "profile file", "give the files msprof wrote", max_bytes=MAX_BYTES)
         try:
@@ -155,13 +154,15 @@ class Table:
 
 
 def read_profile(path: Path, op: str | None = None, pipes: bool = True) -> BoardProfile:
-    """The profile of operator ``op`` (None: the only one) under ``path``: an msprof op output directory, an
-    ``msprof --application`` directory or an op summary CSV.  ``pipes``: the simulated pipes' columns are
-    required (the side-by-side needs them; a calibration point needs only the task)."""
+    """The profile of operator ``op`` (None: the only one) under ``path``: an msprof op output directory (or one
+    of its files), an ``msprof --application`` directory or an op summary CSV.  ``pipes``: the simulated pipes'
+    columns are required (the side-by-side needs them; a calibration point needs only the task)."""
     if not os.path.lexists(path):
         raise InputError(f"profile {path} not found; give the OPPROF_… directory msprof op wrote, the PROF_… "
                          f"directory of msprof --application, or its op_summary_*.csv")
-    if not path.is_dir():
+    if not path.is_dir() and (BASIC_FILE.fullmatch(path.name) or PIPE_FILE.fullmatch(path.name)):
+        path = path.parent  # one of msprof op's files: its launch's directory
+    elif not path.is_dir():
         return _read_summary(path, [Table(path)], op, pipes)
     launches, summaries = _walk(path)
     if launches and summaries:
