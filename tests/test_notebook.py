@@ -20,4 +20,5 @@ def test_the_example_notebook_runs_without_errors(tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the timeline and the sweep plot are drawn"
     assert any("<svg" in o.get("data", {}).get("text/html", "") for o in outputs), "the run shows its timeline"
+    assert any("vec.scalar" in o.get("data", {}).get("text/html", "") for o in outputs), "the profile's table"
     assert took < 60, f"the notebook took {took:.0f} s"

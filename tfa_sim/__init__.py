@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from tfa_sim.api import __version__
 
-__all__ = ["Config", "Events", "InputError", "Result", "ScheduleError", "TfaSimError", "TuneResult", "__version__",
-           "check", "load_config", "run", "sweep", "tune"]
+__all__ = ["Config", "Events", "InputError", "ProfileResult", "Result", "ScheduleError", "TfaSimError", "TuneResult",
+           "__version__", "check", "load_config", "profile", "run", "sweep", "tune"]
 #: Where each name of the API is defined.
-_MODULES = {"tfa_sim.api.library": ("TuneResult", "check", "load_config", "run", "sweep", "tune"),
-            "tfa_sim.api.result": ("Events", "Result"),
+_MODULES = {"tfa_sim.api.library": ("TuneResult", "check", "load_config", "profile", "run", "sweep", "tune"),
+            "tfa_sim.api.result": ("Events", "ProfileResult", "Result"),
             "tfa_sim.spec.config": ("Config",), "tfa_sim.spec.errors": ("InputError", "ScheduleError", "TfaSimError")}
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
-    from tfa_sim.api.library import TuneResult, check, load_config, run, sweep, tune
-    from tfa_sim.api.result import Events, Result
+    from tfa_sim.api.library import TuneResult, check, load_config, profile, run, sweep, tune
+    from tfa_sim.api.result import Events, ProfileResult, Result
     from tfa_sim.spec.config import Config
     from tfa_sim.spec.errors import InputError, ScheduleError, TfaSimError
 

@@ -160,6 +160,17 @@ def cmd_gen_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from tfa_sim.api.library import profile
+    from tfa_sim.views.profile import PROFILE_FILES, format_profile
+
+    result = profile(args.profile, args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw,
+                     op=args.op, out=args.out or True)
+    print(format_profile(result.report))
+    print(f"  wrote {result.out_dir}/ ({', '.join(PROFILE_FILES)})")
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tfa_sim.explore.calibrate import (
         Simulator,
@@ -168,14 +179,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         fit,
         format_report,
         half_width,
-        select_points,
         sensitivity,
         write_presets,
     )
+    from tfa_sim.explore.profile_points import calibration_points, pipes_beside
     from tfa_sim.rundir.directory import atomic_write
     from tfa_sim.rundir.outputs import new_run_dir, write_json
 
-    points = select_points(args.points, args.exclude, args.kernel)
+    points, profiled = calibration_points(args.points, args.exclude, args.kernel, args.profiles)
     print(f"tfa-sim calibrate: fitting to {len(points)} measured points of kernel {points[0].kernel}…", flush=True)
     sim = Simulator()
     result = fit(points, sim)
@@ -185,7 +196,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     width = half_width(points, held_out)
     out = Path(args.out) if args.out else new_run_dir("calibration")
     out.mkdir(parents=True, exist_ok=True)
-    report = format_report(result, held_out, sens)
+    report = format_report(result, held_out, sens) + pipes_beside(result, profiled)
     atomic_write(out / "report.txt", lambda f: f.write((report + "\n").encode("utf-8")))
     write_json(out / "calibration.json", calibration_record(result, held_out, sens))
     note = (f"tfa-sim calibrate, {len(points)} points of kernel {points[0].kernel}, in-sample MAPE "
@@ -372,6 +383,17 @@ def _run_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_check)
 
 
+def _profile_parser(sub: Any) -> None:
+    """``profile``."""
+    p = sub.add_parser("profile", help="a board's msprof profile beside the model, pipe by pipe (README \"Profiles\")")
+    p.add_argument("profile", metavar="DIR", help="the OPPROF_… directory of msprof op, the PROF_… directory of "
+                   "msprof --application, or its op_summary_*.csv")
+    _config_args(p, backend=False)
+    p.add_argument("--op", help="the operator (Op Name, or the start of it) where the profile holds several")
+    p.add_argument("--out", help="output directory (default: a new runs/profile-<case>-<time>)")
+    p.set_defaults(func=cmd_profile)
+
+
 def _tune_parser(sub: Any) -> None:
     """``tune``."""
     p = sub.add_parser("tune", help="find a case's best legal schedule: legality, a screen of every candidate, "
@@ -435,7 +457,10 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured launches")
-    p.add_argument("--points", help="CSV of measured points (default: the shipped set, docs/calibration.md)")
+    p.add_argument("--points", help="CSV of measured points (default: the shipped set unless --profiles is given; "
+                   "docs/calibration.md)")
+    p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming msprof profile directories and the config "
+                   "each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
     p.add_argument("--kernel", help="the kernel revision to fit when the points file holds several")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
@@ -454,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parsers(sub)
     _explore_parsers(sub)
     _tune_parser(sub)
+    _profile_parser(sub)
     return parser
 
 

@@ -3,8 +3,8 @@
 Each takes what its command takes, as Python values, and raises :class:`~tfa_sim.spec.errors.TfaSimError`
 (:class:`InputError` for bad input, :class:`~tfa_sim.spec.errors.ScheduleError` when the schedule cannot run)
 with the one line the command prints.  Nothing is written unless asked for: ``run`` writes a run directory
-only with ``out``, ``sweep`` and ``tune`` keep their directories only with ``out``; ``check`` writes
-``check.json`` into the run directory it checks, as the command does.
+only with ``out``, ``sweep`` and ``tune`` keep their directories only with ``out``, ``profile`` writes its
+directory only with ``out``; ``check`` writes ``check.json`` into the run directory it checks, as the command does.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfa_sim.api import runner
-from tfa_sim.api.result import Result
+from tfa_sim.api.result import ProfileResult, Result
 from tfa_sim.spec import load
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
@@ -205,3 +205,30 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
     best = summary["best"]
     return TuneResult(load.build_config(best["config"]), best["time_us"], best["metric"], table, summary,
                       format_report(summary), Path(directory))
+
+
+def profile(path: str | Path, config: Config | str | Path | None = None, *, case: str | None = None,
+            overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, op: str | None = None,
+            out: str | Path | bool | None = None) -> ProfileResult:
+    """``tfa-sim profile``: a board's msprof profile of the kernel beside the model's run of the config (README
+    "Profiles").  ``path``: the directory ``msprof op`` wrote, the ``PROF_…`` directory of ``msprof
+    --application`` or its op summary CSV; ``op``: the operator's name where the profile holds several.  The config
+    is ``config`` (a :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config`
+    takes them; it runs timing only.  ``out``: the directory to write (True: a new ``runs/profile-<case>-<time>``);
+    without it nothing is written.  Every check runs before anything is written."""
+    from tfa_sim.rundir.msprof import read_profile
+    from tfa_sim.spec.hardware import load_hardware
+    from tfa_sim.views.analysis import bubbles
+    from tfa_sim.views.profile import check_clock, check_launch, compare
+
+    board = read_profile(check_path(path, "profile"), op)
+    timing_only = {**(overrides or {}), "numerics.enabled": False, "numerics.intermediate_check": False}
+    run_config = chosen(config, case, timing_only, hw)
+    check_clock(board, load_hardware(run_config.hardware))
+    done = runner.compute(run_config, None, event_log=False)
+    check_launch(board, run_config.name, done.summary["blocks"], len(done.summary["launches"]))
+    stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
+    result = ProfileResult(compare(board, done.summary, stalls))
+    if out is not None and out is not False:
+        result.save(None if out is True else out)
+    return result

@@ -1,4 +1,5 @@
-"""A finished run in memory: :class:`Result`, what ``tfa_sim.run`` returns, and :class:`Events`, its event log.
+"""A finished run in memory: :class:`Result`, what ``tfa_sim.run`` returns, and :class:`Events`, its event log;
+:class:`ProfileResult`, what ``tfa_sim.profile`` returns.
 
 Everything a run directory would hold is here without a file: the summary (``summary.json``'s dict), the
 output ``o``, the event log as a table; :meth:`Result.save` writes the run directory when wanted, and a
@@ -18,6 +19,7 @@ from tfa_sim.rundir.event_table import event_table
 from tfa_sim.rundir.events import EventLog
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
+from tfa_sim.views import profile as profile_view
 from tfa_sim.views.svg_timeline import svg_text
 from tfa_sim.views.timeline import figure, make_view
 
@@ -125,3 +127,54 @@ class Result:
             svg = svg_text([view]).split("\n", 1)[1]  # without the XML declaration
             html += f"<div style='overflow-x:auto'>{svg}</div>"
         return html
+
+
+class ProfileResult:
+    """A board's profile beside the model (``tfa_sim.profile``): ``report`` is what profile.json holds —
+    ``task_duration_us`` (the board's), ``model_us`` and ``model_interval_us``, ``pipes`` (per pipe ``board_us``,
+    ``model_us``, ``ratio`` …), ``largest`` and ``findings``; ``to_pandas()`` is the table, ``figure()`` the
+    per-pipe bar chart, ``save(dir)`` writes what ``tfa-sim profile`` writes; a notebook shows the table."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        self.out_dir: Path | None = None
+
+    @property
+    def task_duration_us(self) -> float:
+        return self.report["task_duration_us"]
+
+    @property
+    def model_us(self) -> float:
+        return self.report["model_us"]
+
+    @property
+    def largest(self) -> list[str]:
+        """The compared pipes, the board/model ratio furthest from 1 first."""
+        return self.report["largest"]
+
+    @property
+    def findings(self) -> list[str]:
+        return self.report["findings"]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The table: the task, then a row per pipe (board and model µs per core with their spread, ratio, note)."""
+        import pandas as pd
+
+        return pd.DataFrame(profile_view.table_rows(self.report)).set_index("pipe")
+
+    def figure(self) -> Figure:
+        """The per-pipe bar chart (profile.png) as a matplotlib Figure."""
+        return profile_view.figure(self.report)
+
+    def save(self, out: str | Path | None) -> Path:
+        """Write profile.json, profile.png and profile.svg into ``out`` (None: a new ``runs/profile-<case>-<time>``)
+        by the directory rules of README "Safety"; returns the directory."""
+        self.out_dir = profile_view.write_profile(self.report, out)
+        return self.out_dir
+
+    def __repr__(self) -> str:
+        return (f"ProfileResult({self.report['op_name']}: task {self.task_duration_us:.3f} µs, model "
+                f"{self.model_us:.3f} µs, largest {self.largest[:3]})")
+
+    def _repr_html_(self) -> str:
+        return profile_view.html(self.report)

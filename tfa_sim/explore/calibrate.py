@@ -6,8 +6,9 @@ enter a launch's time (almost) linearly and are solved by a linear program for e
 Everything else in a preset is a documented figure.
 
 A point (:class:`Point`, one CSV row) says what it measured: ``timing`` ``kernel`` (an in-kernel counter: the
-kernel time) or ``stream`` (the mean period of back-to-back launches: kernel time plus the launch gap of its
-``host`` class), and which ``kernel`` revision ran.  One fit describes one revision: a file mixing revisions
+kernel time), ``task`` (msprof's Task Duration, which the model's kernel time stands for: docs/timing.md) or
+``stream`` (the mean period of back-to-back launches: kernel time plus the launch gap of its ``host`` class), and
+which ``kernel`` revision ran.  One fit describes one revision: a file mixing revisions
 needs ``--kernel``.
 
 The search is deterministic and starts from no preset value: a log-spaced grid over the two searched
@@ -46,7 +47,7 @@ POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
 MAX_ERROR = 0.199
 #: Nodes per searched parameter: the coarse grid over the bounds, then the fine grid around its best node.
 COARSE, FINE = 9, 5
-TIMINGS = ("kernel", "stream")
+TIMINGS = ("kernel", "task", "stream")
 #: Launches of more block-tiles than this are folded (tfa_sim.sim.fold) rather than simulated in full.
 FOLD_ABOVE = 4096
 
@@ -223,8 +224,9 @@ class Simulator:
 
 
 def predicted(p: Point, kernel_us: float, values: dict[str, float]) -> float:
-    """What ``p`` measures given the model's kernel time: the kernel time, or it plus the host's gap."""
-    if p.timing == "kernel":
+    """What ``p`` measures given the model's kernel time: the kernel time (also msprof's task), or it plus the
+    host's gap."""
+    if p.timing in ("kernel", "task"):
         return kernel_us
     return kernel_us + values[f"launch.gap_{p.host}"] / base_preset(p.preset).clock_mhz
 
@@ -234,7 +236,7 @@ def solve_linear(points: Sequence[Point], raw: np.ndarray, last_core: np.ndarray
     """The :data:`LINEAR` parameters minimising the MAPE of raw + last core·stagger (+ the host's gap for stream
     points), every error within :data:`MAX_ERROR` when possible: a linear program.  ``last_core`` None: the
     stagger is inside ``raw`` already and only the gaps are solved.  Returns them and the predictions; a host
-    class without points takes the mean of the others' gaps."""
+    class without points takes the mean of the others' gaps, or the preset's gap when no point measured one."""
     from scipy.optimize import linprog
 
     hosts = [h for h in HOSTS if any(p.host == h and p.timing == "stream" for p in points)]
@@ -261,7 +263,7 @@ def solve_linear(points: Sequence[Point], raw: np.ndarray, last_core: np.ndarray
     values = {par.key: float(v) for par, v in zip(columns, res.x[:m])}
     gaps = [values[k] for k in values if k.startswith("launch.")]
     for par in LINEAR[1:]:
-        values.setdefault(par.key, float(np.mean(gaps)) if gaps else 0.0)
+        values.setdefault(par.key, float(np.mean(gaps)) if gaps else base_preset(points[0].preset).value(par.key))
     return values, raw + a @ res.x[:m]
 
 

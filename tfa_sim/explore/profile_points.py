@@ -1,0 +1,173 @@
+"""Board profiles as calibration points: ``tfa-sim calibrate --profiles LIST`` (docs/calibration.md, "Profiles as
+points").
+
+LIST is a TOML file of ``[[profile]]`` tables or a CSV with the same keys as columns: ``dir`` (the profile, as
+``tfa-sim profile`` takes it; relative to LIST), ``kernel`` (the kernel revision that ran), the config it ran —
+``config`` (a file, relative to LIST) or ``case`` (a shipped case), ``set`` (``section.key`` values; in a CSV
+``section.key=value`` words) and ``hw`` (a shipped preset's name) — and ``op`` where the profile holds several
+operators.  Each becomes a :class:`~tfa_sim.explore.calibrate.Point` of timing ``task`` (msprof's Task Duration:
+the model's kernel time), checked as ``tfa-sim profile`` checks it (Block Dim, the clock, the chip).  The per-pipe
+busy times are no fit target: after the fit, each profile's board/model ratio per pipe at the fitted values is
+reported beside it (:func:`pipes_beside`).
+"""
+from __future__ import annotations
+
+import csv
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfa_sim.engine.report import timing_summary
+from tfa_sim.explore.calibrate import Fit, Point, base_preset, select_points
+from tfa_sim.rundir.msprof import SIMULATED, BoardProfile, read_profile
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec import load
+from tfa_sim.spec.config import Config, parse_override
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
+from tfa_sim.spec.workload import blocks
+from tfa_sim.views.profile import check_clock, check_launch, side_by_side
+
+#: A LIST entry's keys: True for the required ones.
+KEYS = {"dir": True, "kernel": True, "config": False, "case": False, "set": False, "hw": False, "op": False}
+#: The config keys a calibration point carries (anything else must stay at its default).
+SECTIONS = ("case", "tiling", "schedule")
+
+
+@dataclass
+class Profiled:
+    """One LIST entry: where it is, its point, the config it ran and the profile read."""
+
+    where: str
+    point: Point
+    config: Config
+    board: BoardProfile
+
+
+def read_list(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of a profiles LIST (TOML or CSV), each with ``where`` (file and entry) for messages."""
+    path = check_path(path, "--profiles")
+    text = decode_text(read_bytes(path, "--profiles list", "give a TOML or CSV of profiles (docs/calibration.md)",
+                                  max_bytes=1 << 24), path, "--profiles list")
+    if path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"--profiles {path} is not TOML ({exc})") from None
+        entries = data.get("profile")
+        if set(data) - {"profile"} or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise InputError(f"--profiles {path}: expected [[profile]] tables only (keys {', '.join(KEYS)})")
+    elif path.suffix.lower() == ".csv":
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        entries = [{k: v.strip() for k, v in row.items() if k and v and v.strip()} for row in csv.DictReader(lines)]
+        for e in entries:
+            e["set"] = dict(_set_word(word) for word in e.get("set", "").replace(";", " ").split())
+    else:
+        raise InputError(f"--profiles {path}: give a .toml or .csv file (docs/calibration.md, \"Profiles as points\")")
+    if not entries:
+        raise InputError(f"--profiles {path} names no profile; add one per profiled launch")
+    for n, entry in enumerate(entries, start=1):
+        entry["where"] = f"--profiles {path} entry {n}"
+        unknown = sorted(set(entry) - set(KEYS) - {"where"})
+        missing = [k for k, needed in KEYS.items() if needed and not entry.get(k)]
+        if unknown or missing:
+            raise InputError(f"{entry['where']}: {'unknown key ' + show(unknown[0]) if unknown else 'no ' + missing[0]}"
+                             f"; an entry has {', '.join(KEYS)} ({', '.join(k for k in KEYS if KEYS[k])} required)")
+    return entries
+
+
+def _set_word(word: str) -> tuple[str, Any]:
+    section, key, value = parse_override(word)
+    return f"{section}.{key}", value
+
+
+def _settings(entry: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """The entry's ``set`` (flat ``section.key`` or nested tables) and ``hw`` as config settings, timing only."""
+    table = entry.get("set") or {}
+    if not isinstance(table, dict):
+        raise InputError(f"{entry['where']}: set must be a table of section.key values")
+    out: list[tuple[str, str, Any]] = []
+    for name, value in table.items():
+        pairs = value.items() if isinstance(value, dict) else [(name.partition(".")[2], value)]
+        section = name if isinstance(value, dict) else name.partition(".")[0]
+        out += [(section, key, v) for key, v in pairs]
+    if entry.get("hw"):
+        out.append(("hardware", "preset", entry["hw"]))
+    return out + [("numerics", "enabled", False)]
+
+
+def _relative(base: Path, text: Any, where: str, key: str) -> Path:
+    if not isinstance(text, str):
+        raise InputError(f"{where}: {key} must be a path, not {show(text)}")
+    path = check_path(text, f"{where}: {key}")
+    return path if path.is_absolute() else base / path
+
+
+def profiled(entry: dict[str, Any], base: Path) -> Profiled:
+    """A LIST entry read, checked against its config and made a point of timing ``task``."""
+    where = entry["where"]
+    config_file = _relative(base, entry["config"], where, "config") if entry.get("config") else None
+    config = load.load_config(config_file, entry.get("case"), (), _settings(entry))
+    if config.hardware.file:
+        raise InputError(f"{where}: a calibration point names a shipped preset (hardware.preset), not a preset file")
+    board = read_profile(_relative(base, entry["dir"], where, "dir"), entry.get("op"), pipes=False)
+    c, t, s = config.case, config.tiling, config.schedule
+    point = Point(config.hardware.preset, str(entry["kernel"]), "task", "", c.head, c.s0, c.s1, t.cube_s0, t.cube_s1,
+                  t.tile_s1, s.qk_preload, s.cv_fifo_size, s.cv_fifo_cons_sync_period, c.causal, board.task_us,
+                  config.hardware.cores)
+    _representable(point, config, where)
+    check_clock(board, load_hardware(config.hardware))
+    check_launch(board, config.name, blocks(config), 1)
+    return Profiled(where, point, config, board)
+
+
+def _representable(point: Point, config: Config, where: str) -> None:
+    """Refuse a config a calibration point cannot say (more heads, a mask file, another buffer count …)."""
+    said = point.config().to_dict()
+    ran = config.to_dict()
+    for section in SECTIONS:
+        for key, value in ran[section].items():
+            if key != "name" and said[section][key] != value:
+                raise InputError(f"{where}: {section}.{key} = {show(value)}: a calibration point has "
+                                 f"{show(said[section][key])} there (points.csv's columns); profile a launch the "
+                                 f"points can describe, or leave the profile out")
+
+
+def calibration_points(points_file: str | None, exclude: list[int], kernel: str | None,
+                       profiles: str | None) -> tuple[list[Point], list[Profiled]]:
+    """The points of one fit: ``--points`` (the shipped set when neither it nor ``--profiles`` is given) and the
+    profiles of ``--profiles``, of one kernel revision (``--kernel`` picks one)."""
+    if profiles is None:
+        return select_points(points_file, exclude, kernel), []
+    if exclude and not points_file:
+        raise InputError("--exclude ROW leaves out rows of --points FILE; give --points FILE or drop --exclude")
+    listed = Path(check_path(profiles, "--profiles"))
+    found = [profiled(entry, listed.parent) for entry in read_list(listed)]
+    rows = select_points(points_file, exclude, kernel) if points_file else []
+    revisions = sorted({p.kernel for p in rows} | {p.point.kernel for p in found})
+    wanted = kernel or (revisions[0] if len(revisions) == 1 else None)
+    if wanted is None:
+        raise InputError(f"the points and profiles mix kernel revisions {', '.join(revisions)}: one fit describes "
+                         f"one revision; choose with --kernel NAME")
+    chosen = [p for p in found if p.point.kernel == wanted]
+    if not rows and not chosen:
+        raise InputError(f"--profiles {listed}: no profile of kernel {wanted!r}; it has {', '.join(revisions)}")
+    return rows + [p.point for p in chosen], chosen
+
+
+def pipes_beside(fit: Fit, profiles: list[Profiled]) -> str:
+    """Each profile's board/model busy ratio per simulated pipe, the model run at the fitted values: what the fit
+    leaves for the pipes (they are not fitted)."""
+    if not profiles:
+        return ""
+    lines = ["profiles: each pipe's busy time, board/model, at the fitted values (not fit targets):"]
+    for p in profiles:
+        hw = base_preset(p.point.preset).with_values(fit.values)
+        sim = simulate(p.config, hw.with_cores(p.point.cores) if p.point.cores else hw, None, log_events=False)
+        pipes = side_by_side(p.board, timing_summary(sim, p.config), [])
+        ratios = ", ".join(f"{name} {pipes[name]['ratio']:.2f}" for name in SIMULATED if pipes[name]["ratio"])
+        lines.append(f"  {p.where} ({p.point.label}, task {p.point.time_us:.3f} µs, model {sim.time_us:.3f} µs): "
+                     + (ratios or "no pipe columns in the profile"))
+    return "\n" + "\n".join(lines)
