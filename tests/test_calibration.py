@@ -9,20 +9,14 @@ import tomllib
 import numpy as np
 import pytest
 
-from tfa_sim.explore.calibrate import (
-    FITTED,
-    POINTS_FILE,
-    Point,
-    Simulator,
-    fit,
-    load_points,
-    predicted,
-    solve_linear,
-)
+from tfa_sim.explore.calibrate import FITTED, Simulator, fit, solve_linear
+from tfa_sim.explore.points import POINTS_FILES, Point, load_points, predicted, select_points
 from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+
+JIT_POINTS, FULL_CHIP_POINTS = POINTS_FILES
 
 
 def preset(name):
@@ -32,19 +26,30 @@ def preset(name):
 def measured_by_model(point, hw=None):
     """What ``point`` would measure on the shipped (or given) preset."""
     hw = hw or preset(point.preset)
-    kernel = simulate(point.config(), hw, None, log_events=False).time_us
-    return predicted(point, kernel, {f"launch.gap_{h}": hw.launch.gap(h) for h in ("aarch64", "x86_64")})
+    config = point.config()
+    long = point.blocks * (point.s1 // point.tile_s1) > 4096
+    kernel = simulate(config, hw, None, log_events=False, fold=long).time_us
+    return predicted(point, kernel, {f"launch.{k}": getattr(hw.launch, k) for k in ("gap_aarch64", "gap_x86_64",
+                                                                                      "host_sync")})
 
 
-def test_shipped_presets_predict_the_measured_launches():
-    """In sample over the 18 measured launch periods of the current kernel: MAPE ≤ 6 %, none off by > 12 %."""
-    points = load_points()
-    assert len(points) == 18 and {p.kernel for p in points} == {"jit"}
-    measured = np.array([p.time_us for p in points])
-    error = np.array([measured_by_model(p) for p in points]) / measured - 1
+def errors(points):
+    return np.array([measured_by_model(p) for p in points]) / np.array([p.time_us for p in points]) - 1
+
+
+def test_shipped_presets_predict_every_measured_launch():
+    """In sample over the 32 shared board rows (the JIT build's 18, the manual and DSL builds' 14 on the full
+    chip): MAPE ≤ 5 %, none off by more than 16 % (the port's 4096² stream row, −15 %, whose
+    host-synchronised twin the model matches within 6 %); each build's MAPE ≤ 6 %."""
+    points = select_points()
+    assert len(points) == 32 and {p.kernel for p in points} == {"jit", "manual", "dsl"}
+    error = errors(points)
     table = "\n".join(f"{p.label}: {e:+.1%}" for p, e in zip(points, error))
-    assert np.mean(np.abs(error)) <= 0.06, f"MAPE {np.mean(np.abs(error)):.2%}\n{table}"
-    assert np.max(np.abs(error)) <= 0.12, f"max error {np.max(np.abs(error)):.2%}\n{table}"
+    assert np.mean(np.abs(error)) <= 0.05, f"MAPE {np.mean(np.abs(error)):.2%}\n{table}"
+    assert np.max(np.abs(error)) <= 0.16, f"max error {np.max(np.abs(error)):.2%}\n{table}"
+    for build in ("jit", "manual", "dsl"):
+        mine = [abs(e) for p, e in zip(points, error) if p.kernel == build]
+        assert np.mean(mine) <= 0.06, (build, np.mean(mine), table)
 
 
 def slope(points, blocks, time):
@@ -58,11 +63,34 @@ def slope(points, blocks, time):
 def test_per_tile_cost_and_its_growth_with_active_cores_match_the_board():
     """The board's one-block slope (1.95 µs per 256-wide tile) within 10 %, and the 16-block/1-block slope
     ratio (1.47) within 0.2: both from the measured points, not from the model."""
-    points = load_points()
+    points = load_points(JIT_POINTS)
     board = [slope(points, b, lambda p: p.time_us) for b in (1, 16)]
     model = [slope(points, b, measured_by_model) for b in (1, 16)]
     assert model[0] == pytest.approx(board[0], rel=0.10), (model, board)
     assert abs(model[1] / model[0] - board[1] / board[0]) <= 0.2, (model, board)
+
+
+def dsl(s, period=4, tile=None):
+    """The dsl build's kernel time (µs) at S0 = S1 = s on the full 910b2, shipped preset (folded when long)."""
+    c = build_config({"kernel": {"build": "dsl"}, "case": {"s0": s, "s1": s},
+                      "schedule": {"cv_fifo_cons_sync_period": period},
+                      "tiling": {"tile_s1": tile} if tile else {}, "numerics": {"enabled": False}})
+    return simulate(c, preset("910b2"), None, log_events=False, fold=s >= 16384).time_us
+
+
+def test_sync_period_8_costs_what_the_boards_ab_says():
+    """The port's A/B (same card, only the consumer sync period changed): 8 against 4 within ±3 % of the board's
+    ratio at the shared pairs (1024², 4096²), and 10–12 % slower at S ≥ 32768 (pto-isa #172): 1.05–1.15×."""
+    ab = {(p.s1, p.sync_period): p.time_us for p in load_points(FULL_CHIP_POINTS) if "sync_period_ab" in p.source}
+    for s in (1024, 4096):
+        board = ab[s, 8] / ab[s, 4]
+        assert dsl(s, 8) / dsl(s, 4) == pytest.approx(board, abs=0.03), s
+    assert 1.05 <= dsl(32768, 8) / dsl(32768, 4) <= 1.15
+
+
+def test_the_ports_tile_at_long_sequences_is_not_slower_than_256():
+    """The port's authors chose TILE_S1 512 from S1 = 32768 on after trying both (run.py)."""
+    assert dsl(32768, tile=512) <= dsl(32768, tile=256)
 
 
 def test_every_fitted_parameter_is_bounded_physical_and_inside_its_bounds():
@@ -72,59 +100,80 @@ def test_every_fitted_parameter_is_bounded_physical_and_inside_its_bounds():
         assert 0 <= p.low < p.high and p.meaning, p
         assert p.low <= hw.value(p.key) <= p.high, (p.key, hw.value(p.key))
     assert hw.calibration.measured and not preset("910b1").calibration.measured
+    assert hw.calibration.builds == ["manual", "jit", "dsl"]
 
 
 def synthetic(points, values):
     """``points`` with the times the model itself gives them at ``values`` (the other values the preset's)."""
-    sim = Simulator()
-    searched = {k: v for k, v in values.items() if not k.startswith("launch.")}
-    return [Point(**{**p.__dict__, "time_us": predicted(p, sim.kernel(p, searched)[0], values)}) for p in points]
+    sim = Simulator(parallel=False)
+    within = {k: v for k, v in values.items() if not k.startswith("launch.")}
+    return [Point(**{**p.__dict__, "time_us": predicted(p, sim.kernel(p, within)[0], values)}) for p in points]
 
 
 def test_linear_parameters_solve_exactly_when_the_model_allows():
-    """Times exactly raw + last core·stagger + the host's gap give back that stagger and those gaps."""
-    points = load_points()
+    """Times exactly raw + last core·stagger + the host's gap (stream; the mean gap for an unnamed host) or
+    synchronise overhead (sync) give back that stagger, those gaps and that overhead."""
+    points = load_points(JIT_POINTS)
+    points += [Point(**{**p.__dict__, "timing": "sync", "host": ""}) for p in points[:3]]
+    points += [Point(**{**p.__dict__, "host": ""}) for p in points[3:5]]
     raw = np.linspace(10.0, 60.0, len(points))
     last = np.array([p.blocks - 1 for p in points], float)
     clock = preset("910b2").clock_mhz
-    gaps = {"aarch64": 9000.0, "x86_64": 4000.0}
-    times = raw + last * 300 / clock + np.array([gaps[p.host] / clock for p in points])
+    extra = {"aarch64": 9000.0, "x86_64": 4000.0, "": 6500.0}
+    added = [45000.0 if p.timing == "sync" else extra[p.host] for p in points]
+    times = raw + last * 300 / clock + np.array(added) / clock
     pts = [Point(**{**p.__dict__, "time_us": t}) for p, t in zip(points, times)]
     values, pred = solve_linear(pts, raw, last)
     assert values["overhead.core_stagger"] == pytest.approx(300)
     assert values["launch.gap_aarch64"] == pytest.approx(9000) and values["launch.gap_x86_64"] == pytest.approx(4000)
+    assert values["launch.host_sync"] == pytest.approx(45000)
     assert pred == pytest.approx(times)
 
 
+def test_a_row_of_two_possible_timings_is_compared_with_the_nearer():
+    point = Point("910b2", "manual", "unknown", "", 128, 1024, 1024, 128, 128, 256, 4, 8, 4, False, 20.0,
+                  timing_evidence="kernel|stream")
+    gaps = {"launch.gap_aarch64": 5400.0, "launch.gap_x86_64": 5400.0, "launch.host_sync": 0.0}  # 3 µs each
+    assert predicted(point, 16.0, gaps) == pytest.approx(19.0)  # the stream's 16 + 3 is nearer 20 than 16
+    assert predicted(point, 21.0, gaps) == pytest.approx(21.0)  # the kernel's 21 is nearer than 24
+
+
 def test_the_fit_recovers_the_values_that_made_the_times():
-    """Times made by the model at a known L2 bandwidth, flag latency, stagger and gaps on four shapes: the
-    search (which starts from no preset value) finds the bandwidth within its grid's resolution and predicts
-    every point within 2 %."""
-    truth = {"gm.l2_bandwidth": 2500.0, "sync.flag_latency": 300.0, "overhead.core_stagger": 200.0,
-             "launch.gap_aarch64": 8000.0, "launch.gap_x86_64": 5000.0}
-    base = [p for p in load_points() if p.s1 in (1024, 8192) and p.blocks in (1, 16)]
-    found = fit(synthetic(base, truth))
-    assert found.values["gm.l2_bandwidth"] == pytest.approx(2500, rel=0.10), found.values
+    """Times made by the model at a known L2 bandwidth, sync unit, flag latency, stagger and launch values on
+    one- and sixteen-block launches of two builds: the search (which starts from no preset value) finds the
+    sync unit's cycles within its grid's resolution and predicts every point within 2 %."""
+    truth = {"gm.l2_bandwidth": 2500.0, "sync.ffts_service": 40.0, "sync.flag_latency": 300.0,
+             "overhead.core_stagger": 200.0, "launch.gap_aarch64": 8000.0, "launch.gap_x86_64": 5000.0,
+             "launch.host_sync": 40000.0}
+    jit = [p for p in load_points(JIT_POINTS) if p.s1 in (1024, 8192) and p.blocks in (1, 16)]
+    port = [Point(**{**p.__dict__, "kernel": "dsl", "timing": "sync", "host": "", "qk_preload": 3, "sync_period": 4})
+            for p in jit if p.host == "x86_64"]
+    found = fit(synthetic(jit + port, truth), Simulator(parallel=False))
+    assert found.values["sync.ffts_service"] == pytest.approx(40, rel=0.5), found.values
     assert np.max(np.abs(found.errors)) <= 0.02, found.errors
 
 
 def test_prediction_intervals_widen_outside_the_calibrated_domain_and_say_why():
     hw = preset("910b2")
 
-    def predict(**case):
-        config = build_config({"case": {"s0": 128, "s1": 2048, **case},
-                               "schedule": {"cv_fifo_cons_sync_period": 1}, "hardware": {"host": "x86_64"}})
+    def predict(build="jit", **case):
+        config = build_config({"case": {"s0": 128, "s1": 2048, **case}, "kernel": {"build": build},
+                               "hardware": {"host": "x86_64"}})
         return prediction(config, hw, 36000.0, config.case.s0 // 128, 1)
 
     inside = predict()
     assert inside["interval_reasons"] == [] and inside["interval_half_width"] == hw.calibration.half_width
     lo, hi = inside["time_interval_us"]
-    assert lo < 20.0 < hi and inside["launch_period_us"] == pytest.approx(20.0 + hw.launch.gap_x86_64 / 1800, abs=1e-3)
-    longer = predict(s1=65536)
+    h = hw.calibration.half_width
+    assert (lo, hi) == pytest.approx((20.0 / (1 + h), 20.0 * (1 + h)), abs=1e-3)
+    assert inside["launch_period_us"] == pytest.approx(20.0 + hw.launch.gap_x86_64 / 1800, abs=1e-3)
+    assert inside["host_sync_us"] == pytest.approx(20.0 + hw.launch.host_sync / 1800, abs=1e-3)
+    longer = predict(s1=262144)
     assert longer["interval_half_width"] > inside["interval_half_width"]
-    assert any("S1 = 65536 outside" in r for r in longer["interval_reasons"])
+    assert any("S1 = 262144 outside" in r for r in longer["interval_reasons"])
     causal = predict(causal=True)
     assert any("causal" in r for r in causal["interval_reasons"])
+    assert predict("dsl")["interval_reasons"] == []  # the port's defaults were measured
     other_board = prediction(build_config({"hardware": {"preset": "910b1", "host": "x86_64"}}), preset("910b1"),
                              36000.0, 1, 1)
     assert any("no measured points" in r for r in other_board["interval_reasons"])
@@ -135,7 +184,7 @@ POINTS_HEADER = ("preset,kernel,timing,host,blocks,head,s0,s1,cube_s0,cube_s1,ti
 ROW = "910b2,jit,stream,x86_64,1,128,128,1024,128,128,256,4,8,1,false,17\n"
 
 
-def calibrate_cli(tmp_path, *args, timeout=300):
+def calibrate_cli(tmp_path, *args, timeout=600):
     return subprocess.run([sys.executable, "-m", "tfa_sim", "calibrate", "--out", str(tmp_path / "out"), *args],
                           capture_output=True, text=True, timeout=timeout)
 
@@ -146,13 +195,14 @@ def calibrate_cli(tmp_path, *args, timeout=300):
     (POINTS_HEADER + ROW.replace(",17\n", ",nan\n"), "times must be > 0"),
     (POINTS_HEADER + ROW.replace(",1024,", ",1000,"), "S1 % TILE_S1"),
     (POINTS_HEADER + ROW.replace("stream", "wallclock"), "timing 'wallclock'"),
-    (POINTS_HEADER + ROW.replace("x86_64", ""), "names its host class"),
+    (POINTS_HEADER + ROW.replace("stream", "unknown"), "timing unknown needs timing_evidence"),
+    (POINTS_HEADER + ROW.replace("x86_64", "riscv"), "host 'riscv'"),
     (POINTS_HEADER + ROW.replace(",1,128,128,", ",2,128,128,"), "is not S0/CUBE_S0"),
-    (POINTS_HEADER + ROW + ROW.replace("jit", "manual"), "mix kernel revisions"),
+    (POINTS_HEADER + ROW.replace("jit", "older"), "must be a build: manual, jit, dsl"),
     ("a,b\n1,2\n", "column preset"),
     (b"\xff\xfe\x00garbage", "cannot be read"),
-], ids=["header only", "zero time", "nan time", "illegal shape", "unknown timing", "stream without host",
-        "blocks disagree", "two revisions", "wrong columns", "not UTF-8"])
+], ids=["header only", "zero time", "nan time", "illegal shape", "unknown timing", "unknown without evidence",
+        "unknown host", "blocks disagree", "not a build", "wrong columns", "not UTF-8"])
 def test_bad_points_files_exit_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "points.csv"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -162,27 +212,27 @@ def test_bad_points_files_exit_2_with_one_line(tmp_path, content, needle):
 
 
 def test_calibrate_writes_presets_that_run_and_a_cross_validated_report(tmp_path):
-    """Two shapes of the shipped points, one revision selected from a file holding two: the written 910b2
-    preset runs as --hw FILE, and carries the cross-validated half-width and the measured domain."""
-    rows = [ln for ln in open(POINTS_FILE, encoding="utf-8") if ",8192," in ln and ",16," not in ln]
-    path = tmp_path / "points.csv"
-    path.write_text(POINTS_HEADER + "".join(rows) + ROW.replace("jit", "older"), encoding="utf-8")
-    r = calibrate_cli(tmp_path, "--points", str(path), "--kernel", "jit")
+    """Two shapes of the shipped points from two files (one build chosen from a file holding two): the written
+    910b2 preset runs as --hw FILE, and carries the cross-validated half-width and the measured domain."""
+    rows = [ln for ln in open(JIT_POINTS, encoding="utf-8") if ",8192," in ln and ",16," not in ln]
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text(POINTS_HEADER + "".join(rows[:2]), encoding="utf-8")
+    second.write_text(POINTS_HEADER + "".join(rows[2:]) + ROW.replace("jit", "manual"), encoding="utf-8")
+    r = calibrate_cli(tmp_path, "--points", str(first), "--points", str(second), "--kernel", "jit")
     assert r.returncode == 0, r.stderr
-    assert "held out (k-fold by shape)" in r.stdout
+    assert "held out (each shape left out)" in r.stdout and "jit: 4 points" in r.stdout
     written = tmp_path / "out" / "910b2.toml"
     data = tomllib.loads(written.read_text())
     assert data["calibration"]["points"] == 4 and data["calibration"]["s1"] == [8192]
-    assert 0 < data["calibration"]["half_width"] < 1
+    assert data["calibration"]["builds"] == ["jit"] and 0 < data["calibration"]["half_width"] < 1
     run = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--no-numerics", "--no-event-log", "--hw",
                           str(written), "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and "launch period" in run.stdout, run.stderr
+    assert run.returncode == 0 and "host-synchronised" in run.stdout, run.stderr
 
 
 def test_excluding_every_row_or_a_missing_row_exits_2(tmp_path):
     path = tmp_path / "points.csv"
     path.write_text(POINTS_HEADER + ROW)
-    for args, needle in ((["--exclude", "1"], "leaves no point"), (["--exclude", "2"], "rows are 1…1")):
+    for args, needle in ((["--exclude", "1"], "no point left"), (["--exclude", "2"], "rows are 1…1")):
         r = calibrate_cli(tmp_path, "--points", str(path), *args)
         assert r.returncode == 2 and needle in r.stderr, r.stderr
-

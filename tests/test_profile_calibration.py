@@ -9,7 +9,7 @@ import pytest
 from test_hostile_cli import tfa
 from test_profile_reader import DATA
 
-from tfa_sim.explore.calibrate import load_points
+from tfa_sim.explore.points import load_points
 from tfa_sim.explore.profile_points import calibration_points
 
 CALIBRATION = DATA / "calibration"
@@ -18,7 +18,7 @@ SHIPPED_ROWS = Path(__file__).resolve().parent.parent / "configs" / "calibration
 
 @pytest.mark.parametrize("listing", ["profiles.toml", "profiles.csv"])
 def test_profiles_make_the_points_of_the_same_launches(listing):
-    points, profiled = calibration_points(None, [], None, str(CALIBRATION / listing))
+    points, profiled = calibration_points([], [], None, str(CALIBRATION / listing))
     assert points == load_points(CALIBRATION / "points.csv")
     assert [p.board.op_name for p in profiled] == ["runTFA"] * 3
     assert {p.timing for p in points} == {"task"}
@@ -53,15 +53,16 @@ def test_a_fit_from_profiles_is_the_fit_from_the_same_rows_and_its_preset_runs(t
     assert summary["time_us"] == pytest.approx(a["points"][1]["predicted_us"], abs=1e-4)
 
 
-def test_profiles_join_the_points_of_one_revision(tmp_path):
-    points, _ = calibration_points(str(SHIPPED_ROWS), [1], None, str(CALIBRATION / "profiles.csv"))
+def test_profiles_join_the_points_of_every_build(tmp_path):
+    """The builds share one fit: rows of the manual build and profiles of the jit build make one set of points;
+    ``--kernel`` keeps one build's."""
+    points, _ = calibration_points([str(SHIPPED_ROWS)], [1], None, str(CALIBRATION / "profiles.csv"))
     assert len(points) == 17 + 3 and points[-1].timing == "task"
     other = tmp_path / "other.csv"
     other.write_text((CALIBRATION / "points.csv").read_text().replace(",jit,", ",manual,"))
-    out = tfa("calibrate", "--points", str(other), "--profiles", str(CALIBRATION / "profiles.csv"), "--out",
-              str(tmp_path / "x"), cwd=tmp_path)
-    assert out.code == 2 and "mix kernel revisions jit, manual: one fit describes one revision" in out.err
-    picked, _ = calibration_points(str(other), [], "manual", str(CALIBRATION / "profiles.csv"))
+    both, _ = calibration_points([str(other)], [], None, str(CALIBRATION / "profiles.csv"))
+    assert [p.kernel for p in both] == ["manual"] * 3 + ["jit"] * 3
+    picked, _ = calibration_points([str(other)], [], "manual", str(CALIBRATION / "profiles.csv"))
     assert {p.kernel for p in picked} == {"manual"} and len(picked) == 3
 
 
@@ -76,6 +77,7 @@ ENTRY = '[[profile]]\ndir = "DIR"\nkernel = "jit"\n'
 BAD = {
     "unknown key": (ENTRY + 'sett = { "case.s1" = 1024 }\n', (), "unknown key 'sett'"),
     "no kernel": ('[[profile]]\ndir = "DIR"\n', (), "entry 1: no kernel; an entry has dir, kernel"),
+    "not a build": (ENTRY.replace('"jit"', '"older"'), (), "kernel 'older' must be the build that ran"),
     "not a point": (ENTRY + 'set = { "case.heads" = 2, "schedule.cv_fifo_cons_sync_period" = 1 }\n', (),
                     "case.heads = 2: a calibration point has 1 there"),
     "another Block Dim": (ENTRY + 'set = { "case.s0" = 512 }\n', (), "Block Dim 1, but case_float_H_128_S0_512"),

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 from tfa_sim import __version__
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.spec.config import Config, parse_override, parse_span
+from tfa_sim.spec.config import BUILDS, Config, parse_override, parse_span
 from tfa_sim.spec.errors import InputError, TfaSimError
 from tfa_sim.spec.safety import check_name, check_path, os_problem, show
 
@@ -174,6 +174,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tfa_sim.explore.calibrate import (
         Simulator,
+        builds,
         calibration_record,
         cross_validate,
         fit,
@@ -187,7 +188,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from tfa_sim.rundir.outputs import new_run_dir, write_json
 
     points, profiled = calibration_points(args.points, args.exclude, args.kernel, args.profiles)
-    print(f"tfa-sim calibrate: fitting to {len(points)} measured points of kernel {points[0].kernel}…", flush=True)
+    kinds = ", ".join(builds(points))
+    print(f"tfa-sim calibrate: fitting to {len(points)} measured points of the builds {kinds}…", flush=True)
     sim = Simulator()
     result = fit(points, sim)
     print(f"tfa-sim calibrate: fitted in {result.seconds:.1f} s; cross-validating (each shape left out)…", flush=True)
@@ -199,7 +201,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     report = format_report(result, held_out, sens) + pipes_beside(result, profiled)
     atomic_write(out / "report.txt", lambda f: f.write((report + "\n").encode("utf-8")))
     write_json(out / "calibration.json", calibration_record(result, held_out, sens))
-    note = (f"tfa-sim calibrate, {len(points)} points of kernel {points[0].kernel}, in-sample MAPE "
+    note = (f"tfa-sim calibrate, {len(points)} points of the builds {kinds}, in-sample MAPE "
             f"{result.mape:.1%}, held-out MAPE {float(abs(held_out / result.measured - 1).mean()):.1%}")
     written = write_presets(result, width, out, note)
     if args.write_presets:
@@ -457,11 +459,12 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured launches")
-    p.add_argument("--points", help="CSV of measured points (default: the shipped set unless --profiles is given; "
+    p.add_argument("--points", action="append", default=[], metavar="FILE",
+                   help="CSV of measured points, repeatable (default: the shipped sets unless --profiles is given; "
                    "docs/calibration.md)")
     p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming msprof profile directories and the config "
                    "each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
-    p.add_argument("--kernel", help="the kernel revision to fit when the points file holds several")
+    p.add_argument("--kernel", choices=BUILDS, help="fit only the points of this build (manual, jit, dsl)")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
     p.add_argument("--out", help="directory for the report and the fitted presets DIR/<preset>.toml "

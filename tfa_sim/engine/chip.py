@@ -105,6 +105,9 @@ class SimResult:
     stats: Stats
     gm_bytes: int = 0
     hbm_bytes: int = 0
+    sync_messages: int = 0  # cross-core flag messages through the chip's sync unit (engine/ffts.py)
+    sync_busy: float = 0.0  # cycles the unit spent serving them
+    sync_queued: float = 0.0  # cycles they waited for it, summed
     launches: list[Launch] = field(default_factory=list)
     core_busy: list[float] = field(default_factory=list)  # per core of the first launch: dispatch + its blocks
     core_end: list[float] = field(default_factory=list)  # per core of the first launch: when its last block ended
@@ -234,5 +237,6 @@ def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool 
     first = chip.launches[0]
     return SimResult(total_cycles=chip.launches[-1].end, clock_mhz=hw.clock_mhz, cores_used=first.cores,
                      blocks=first.blocks, waves=first.waves, stats=chip.stats, gm_bytes=chip.gm.bytes,
-                     hbm_bytes=chip.gm.hbm_bytes, launches=chip.launches, core_busy=chip.busy[0],
-                     core_end=chip.ends[0])
+                     hbm_bytes=chip.gm.hbm_bytes, sync_messages=chip.ffts.messages,
+                     sync_busy=chip.ffts.messages * chip.ffts.service, sync_queued=chip.ffts.queued,
+                     launches=chip.launches, core_busy=chip.busy[0], core_end=chip.ends[0])

@@ -48,6 +48,10 @@ def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
                    for stage, causes in result.stats.stalls.items()},
         "gm_bytes": result.gm_bytes,
         "hbm_bytes": result.hbm_bytes,
+        "sync": {"messages": result.sync_messages,
+                 "unit_busy": round(result.sync_busy / total, 4) if total else 0.0,
+                 "mean_queue_cycles": round(result.sync_queued / result.sync_messages, 3)
+                 if result.sync_messages else 0.0},
         "work": result.work,
         "s1_split_asked": config.schedule.s1_split,
         "folded": result.folded,
@@ -84,8 +88,18 @@ def format_timing(t: dict[str, Any]) -> list[str]:
         f"bound pipe: {t['bound_pipe']}",
         f"  busy (mean over cores): {busy}",
         f"  stall cycles by stage (sum over pipes): {stalls or 'none'}",
+        *_format_sync(t),
         *_format_balance(t),
     ]
+
+
+def _format_sync(t: dict[str, Any]) -> list[str]:
+    """The cross-core sync unit's load, when the run sent messages through it."""
+    s = t.get("sync") or {}
+    if not s.get("messages"):
+        return []
+    return [f"  cross-core sync: {s['messages']} flag messages, the sync unit busy {s['unit_busy']:.0%} of the "
+            f"kernel, a message waiting {s['mean_queue_cycles']:.0f} cycles for it on average"]
 
 
 def _format_balance(t: dict[str, Any]) -> list[str]:

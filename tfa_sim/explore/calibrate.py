@@ -1,53 +1,48 @@
-"""``tfa-sim calibrate``: fit the timing model's free parameters to measured launches of one kernel revision.
+"""``tfa-sim calibrate``: fit the timing model's free parameters to measured launches of the kernel's builds.
 
-Fitted (:data:`FITTED`, each physical and bounded, docs/calibration.md): the chip's L2 bandwidth and the
-cross-core flag latency, searched; the stagger between core starts and each host class's launch gap, which
-enter a launch's time (almost) linearly and are solved by a linear program for every searched candidate.
-Everything else in a preset is a documented figure.
+Fitted (:data:`FITTED`, each physical and bounded, docs/calibration.md): the chip's L2 bandwidth, the cycles of
+its cross-core sync unit per flag message and the flag latency, searched; the stagger between core starts,
+each host class's launch gap and the host's launch-and-synchronise overhead, which enter a launch's time
+(almost) linearly and are solved by a linear program for every searched candidate.  Everything else in a
+preset is a documented figure.  The points (:mod:`tfa_sim.explore.points`) may mix the builds: they differ
+in mechanisms, not in fitted values, so one fit describes a card.
 
-A point (:class:`Point`, one CSV row) says what it measured: ``timing`` ``kernel`` (an in-kernel counter: the
-kernel time), ``task`` (msprof's Task Duration, which the model's kernel time stands for: docs/timing.md) or
-``stream`` (the mean period of back-to-back launches: kernel time plus the launch gap of its ``host`` class), and
-which ``kernel`` revision ran.  One fit describes one revision: a file mixing revisions
-needs ``--kernel``.
-
-The search is deterministic and starts from no preset value: a log-spaced grid over the two searched
-parameters' bounds (the core stagger solved linearly with the gaps), then a finer grid around the best node
-with that stagger inside the simulations, each searched parameter then polished between its fine neighbours
-(Brent's method).  Each node simulates every distinct launch once (cached); the gaps
-are solved per node; the node whose errors are all within :data:`MAX_ERROR` (when any is) with the lowest mean
-absolute percentage error wins, and its predictions are the full model's.
-Cross-validation (:func:`cross_validate`) is k-fold by shape: every point of a shape (both hosts) is left out
-together and predicted by the same search run on the other shapes; the simulations are shared, so a fold costs
-little more than the nodes the full fit did not visit.
+The search is deterministic and starts from no preset value: a log-spaced grid over the searched parameters'
+bounds (the core stagger solved linearly with the launch values), then a finer grid around the best node with
+that stagger inside the simulations, each searched parameter then polished between its fine neighbours and
+the stagger within half and twice its estimate (Brent's method).  Each node simulates every distinct launch once (cached; long launches folded, their
+samples shared between launches of one program, :func:`tfa_sim.sim.fold.folded_cycles`; the nodes' launches
+split between two processes where a CPU is free); the node whose errors are all within :data:`MAX_ERROR`
+(when any is) with the lowest mean absolute percentage error wins, and its predictions are the full model's.
+Cross-validation (:func:`cross_validate`) leaves each shape out (both hosts, both timings of it) and predicts
+it from a refit to the rest among the nodes the full fit visited, so a fold costs one simulation.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.config import CONFIG_DIR, Config
+from tfa_sim.explore.points import Point, base_preset, measured_as, predicted
+from tfa_sim.sim.fold import foldable, folded_cycles
+from tfa_sim.sim.parallel import Forked, can_fork
+from tfa_sim.sim.simulation import launches, simulate
+from tfa_sim.spec.config import BUILDS, CONFIG_DIR
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware, preset_names
-from tfa_sim.spec.load import build_config
+from tfa_sim.spec.hardware import HOSTS, preset_names
 
-POINTS_FILE = CONFIG_DIR / "calibration" / "points.csv"
 #: The fit keeps every point's error within this when it can (then minimises the MAPE).
 MAX_ERROR = 0.199
-#: Nodes per searched parameter: the coarse grid over the bounds, then the fine grid around its best node.
-COARSE, FINE = 9, 5
-TIMINGS = ("kernel", "task", "stream")
+#: Nodes of the coarse grid per searched parameter, and of the fine grid around its best node.
+COARSE = {"gm.l2_bandwidth": 5, "sync.ffts_service": 6, "sync.flag_latency": 3}
+FINE = 3
 #: Launches of more block-tiles than this are folded (tfa_sim.sim.fold) rather than simulated in full.
 FOLD_ABOVE = 4096
 
@@ -66,8 +61,11 @@ SEARCHED = (
     Param("gm.l2_bandwidth", 888.9, 6144.0,
           "bytes per cycle the chip's L2 serves all cores together, shared by the transfers in flight in "
           "proportion to their path rates; at least the HBM's 1.6 TB/s, at most 24 cores' 256 B/cycle ports"),
+    Param("sync.ffts_service", 1.0, 200.0,
+          "cycles of the chip's cross-core sync unit (FFTS) per flag message, all cores' messages served one at a "
+          "time; at least a cycle, at most about 0.1 µs"),
     Param("sync.flag_latency", 10.0, 2000.0,
-          "cycles from a cross-core set_flag to the waiting core seeing it; about 1 µs at most"),
+          "cycles from the sync unit serving a set_flag to the waiting core seeing it; about 1 µs at most"),
 )
 LINEAR = (
     Param("overhead.core_stagger", 0.0, 2000.0,
@@ -76,183 +74,118 @@ LINEAR = (
     *(Param(f"launch.gap_{host}", 0.0, 36000.0,
             f"cycles from one launch's end to the next one's first block on a full stream driven by an {host} "
             f"host (runtime launch path, device start); at most 20 µs") for host in HOSTS),
+    Param("launch.host_sync", 0.0, 180000.0,
+          "cycles a host-synchronised launch adds to the kernel (the host's launch call, the device's start, the "
+          "synchronise's return); at most 100 µs"),
 )
 FITTED = SEARCHED + LINEAR
 
 
-@dataclass(frozen=True)
-class Point:
-    """One measured launch (a CSV row; :data:`COLUMNS` with their defaults)."""
-
-    preset: str
-    kernel: str
-    timing: str
-    host: str
-    head: int
-    s0: int
-    s1: int
-    cube_s0: int
-    cube_s1: int
-    tile_s1: int
-    qk_preload: int
-    cv_fifo_size: int
-    sync_period: int
-    causal: bool
-    time_us: float
-    cores: int = 0  # 0: all of the preset's
-
-    def config(self, **hardware: Any) -> Config:
-        return build_config({"case": {"head": self.head, "s0": self.s0, "s1": self.s1, "causal": self.causal},
-                             "tiling": {"cube_s0": self.cube_s0, "cube_s1": self.cube_s1, "tile_s1": self.tile_s1},
-                             "schedule": {"qk_preload": self.qk_preload, "cv_fifo_size": self.cv_fifo_size,
-                                          "cv_fifo_cons_sync_period": self.sync_period},
-                             "hardware": {"preset": self.preset, "cores": self.cores, **hardware},
-                             "numerics": {"enabled": False}})
-
-    @property
-    def blocks(self) -> int:
-        return self.s0 // self.cube_s0
-
-    @property
-    def shape(self) -> tuple:
-        """What the simulation depends on: everything but the host and the measurement."""
-        return (self.preset, self.head, self.s0, self.s1, self.cube_s0, self.cube_s1, self.tile_s1,
-                self.qk_preload, self.cv_fifo_size, self.sync_period, self.causal, self.cores)
-
-    @property
-    def label(self) -> str:
-        host = f" {self.host}" if self.host else ""
-        return f"{self.preset} {self.timing}{host} S0={self.s0} S1={self.s1}"
-
-
-#: Columns a points CSV may have: None marks the required ones, else the default.
-COLUMNS: dict[str, Any] = {"preset": None, "kernel": None, "timing": None, "host": "", "blocks": None,
-                           "head": None, "s0": None, "s1": None, "cube_s0": 128, "cube_s1": 128, "tile_s1": 256,
-                           "qk_preload": 4, "cv_fifo_size": 8, "sync_period": 4, "causal": "false",
-                           "time_us": None, "cores": 0}
-
-
-def _typed(text: Any, kind: str) -> Any:
-    """A CSV cell as its column's type (a default is already typed text)."""
-    text = str(text)
-    return text.lower() == "true" if kind == "bool" else float(text) if kind == "float" else \
-        int(text) if kind == "int" else text
-
-
-def _parse_row(row: dict[str, str], where: str) -> Point:
-    required = ", ".join(k for k, d in COLUMNS.items() if d is None)
-    values: dict[str, Any] = {}
-    for name, default in COLUMNS.items():
-        text = (row.get(name) or "").strip()
-        if not text and default is None:
-            raise InputError(f"{where}: column {name} is empty or missing; a point needs {required}")
-        values[name] = text or default
-    try:
-        point = Point(*(_typed(values[f.name], str(f.type)) for f in dataclasses.fields(Point)))
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{where}: {exc}; numbers where numbers are due") from None
-    if point.timing not in TIMINGS:
-        raise InputError(f"{where}: timing {point.timing!r} must be one of {', '.join(TIMINGS)}")
-    if point.host not in ("", *HOSTS) or (point.timing == "stream" and not point.host):
-        raise InputError(f"{where}: host {point.host!r}: a stream-timed point names its host class "
-                         f"({', '.join(HOSTS)})")
-    if int(values["blocks"]) != point.blocks:
-        raise InputError(f"{where}: blocks {values['blocks']} is not S0/CUBE_S0 = {point.blocks}")
-    if not (math.isfinite(point.time_us) and point.time_us > 0):
-        raise InputError(f"{where}: time {point.time_us} µs; times must be > 0")
-    point.config()  # a point the model cannot run is refused here, with the rule it breaks
-    return point
-
-
-def load_points(path: str | Path = POINTS_FILE, kernel: str | None = None) -> list[Point]:
-    """The points of a CSV (``#`` lines are comments) of one kernel revision (``kernel``: select one)."""
-    path = Path(path)
-    try:
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"calibration points {path} cannot be read ({exc}); give a CSV with columns "
-                         f"{','.join(COLUMNS)}") from None
-    points = [_parse_row(row, f"calibration points {path} row {i}")
-              for i, row in enumerate(csv.DictReader(lines), start=1)]
-    revisions = sorted({p.kernel for p in points})
-    if kernel is not None:
-        points = [p for p in points if p.kernel == kernel]
-        if not points:
-            raise InputError(f"calibration points {path}: no point of kernel {kernel!r}; it has "
-                             f"{', '.join(revisions) or 'none'}")
-    elif len(revisions) > 1:
-        raise InputError(f"calibration points {path} mix kernel revisions {', '.join(revisions)}: one fit "
-                         f"describes one revision; choose with --kernel NAME")
-    if not points:
-        raise InputError(f"calibration points {path} holds no rows; add measured points under the header")
-    return points
-
-
-def select_points(path: str | None, exclude: Sequence[int] = (), kernel: str | None = None) -> list[Point]:
-    """The points of ``path`` (default: the shipped set) without the 1-based data rows ``exclude``."""
-    points = load_points(path or POINTS_FILE, kernel)
-    bad = [row for row in exclude if not 1 <= row <= len(points)]
-    if bad:
-        raise InputError(f"--exclude {bad[0]}: rows are 1…{len(points)} (the data rows of the points file)")
-    kept = [p for i, p in enumerate(points, start=1) if i not in set(exclude)]
-    if not kept:
-        raise InputError("--exclude leaves no point to fit; exclude fewer rows")
-    return kept
-
-
-@cache
-def base_preset(name: str) -> Hardware:
-    return load_hardware(build_config({"hardware": {"preset": name}}).hardware)
-
-
 # ---- the model's times ------------------------------------------------------------------------------------
+def kernel_time(p: Point, values: dict[str, float], memo: dict[Hashable, float]) -> tuple[float, int]:
+    """(kernel time µs, index of the last core that starts) of ``p`` with ``values``; a launch of more than
+    :data:`FOLD_ABOVE` block-tiles folded, its samples kept in ``memo``."""
+    hw = base_preset(p.preset).with_values(values)
+    hw = hw.with_cores(p.cores) if p.cores else hw
+    config = p.config()
+    kernels = launches(config, hw, None)
+    cores = min(hw.cube_cores, len(kernels[0].blocks))
+    if p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE and foldable(kernels) is None:
+        s = config.schedule
+        cycles = folded_cycles(kernels, hw, s.qk_preload, s.cv_fifo_cons_sync_period, 0.0, memo)
+        return cycles / hw.clock_mhz, cores - 1
+    sim = simulate(config, hw, None, log_events=False, kernels=kernels)
+    return sim.time_us, sim.cores_used - 1
+
+
+def _node_key(values: dict[str, float]) -> tuple:
+    return tuple(sorted(values.items()))
+
+
+def _times(tasks: list[tuple[Point, dict[str, float]]], memo: dict[Hashable, float]
+           ) -> tuple[list[tuple[float, int]], dict[Hashable, float]]:
+    """The kernel times of ``tasks``, and the fold samples simulated for them."""
+    before = set(memo)
+    out = [kernel_time(p, values, memo) for p, values in tasks]
+    return out, {k: v for k, v in memo.items() if k not in before}
+
+
 class Simulator:
     """Kernel times (µs) of the points' launches for given parameter values, each launch simulated once."""
 
-    def __init__(self) -> None:
+    def __init__(self, parallel: bool | None = None) -> None:
         self.cache: dict[tuple, tuple[float, int]] = {}
+        self.memo: dict[Hashable, float] = {}  # fold samples' cycles (tfa_sim.sim.fold.sample_key)
+        self.parallel = can_fork() if parallel is None else parallel
+        self.visited: list[tuple[dict[str, float], float | None]] = []  # the search's nodes (searched, stagger)
 
     def kernel(self, p: Point, values: dict[str, float]) -> tuple[float, int]:
         """(kernel time µs, index of the last core that starts) of ``p`` with ``values``."""
-        key = (p.shape, tuple(sorted(values.items())))
+        key = (p.shape, _node_key(values))
         if key not in self.cache:
-            hw = base_preset(p.preset).with_values(values)
-            large = p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE  # folding a small launch costs more than it saves
-            sim = simulate(p.config(), hw.with_cores(p.cores) if p.cores else hw, None, log_events=False, fold=large)
-            self.cache[key] = (sim.time_us, sim.cores_used - 1)
+            self.prime([p], [values])
         return self.cache[key]
 
-
-def predicted(p: Point, kernel_us: float, values: dict[str, float]) -> float:
-    """What ``p`` measures given the model's kernel time: the kernel time (also msprof's task), or it plus the
-    host's gap."""
-    if p.timing in ("kernel", "task"):
-        return kernel_us
-    return kernel_us + values[f"launch.gap_{p.host}"] / base_preset(p.preset).clock_mhz
+    def prime(self, points: Sequence[Point], nodes: Sequence[dict[str, float]]) -> None:
+        """Simulate every launch of ``points`` at every node not simulated yet; with a CPU to spare a forked
+        process takes every other long launch."""
+        todo: dict[tuple, tuple[Point, dict[str, float]]] = {}
+        for values in nodes:
+            for p in points:
+                key = (p.shape, _node_key(values))
+                if key not in self.cache:
+                    todo.setdefault(key, (p, values))
+        keys = sorted(todo, key=lambda k: -todo[k][0].blocks * todo[k][0].s1)  # longest first, dealt in turn
+        there = keys[1::2] if self.parallel and len(keys) > 1 else []
+        helper = Forked(_times, [todo[k] for k in there], self.memo) if there else None
+        try:
+            here = [k for k in keys if k not in set(there)]
+            self.cache.update(zip(here, _times([todo[k] for k in here], self.memo)[0]))
+            away = helper.result() if helper else None
+        finally:
+            if helper:
+                helper.close()
+        if there:
+            times, samples = away if away is not None else _times([todo[k] for k in there], self.memo)
+            self.cache.update(zip(there, times))
+            self.memo.update(samples)
 
 
 def solve_linear(points: Sequence[Point], raw: np.ndarray, last_core: np.ndarray | None) -> tuple[dict[str, float],
                                                                                                  np.ndarray]:
     """The :data:`LINEAR` parameters minimising the MAPE of raw + last core·stagger (+ the host's gap for stream
-    points), every error within :data:`MAX_ERROR` when possible: a linear program.  ``last_core`` None: the
-    stagger is inside ``raw`` already and only the gaps are solved.  Returns them and the predictions; a host
-    class without points takes the mean of the others' gaps, or the preset's gap when no point measured one."""
+    points, + the host's synchronise overhead for sync points), every error within :data:`MAX_ERROR` when
+    possible: a linear program.  ``last_core`` None: the stagger is inside ``raw`` already and only the launch
+    values are solved.  Returns them and the predictions.  A point of several possible timings is compared with
+    the one nearest its time, chosen at the preset's launch values and chosen again at the solved ones."""
+    preset = {par.key: base_preset(points[0].preset).value(par.key) for par in LINEAR}
+    hows = [measured_as(p, r, preset) for p, r in zip(points, raw)]
+    values, pred = _solve(points, hows, raw, last_core)
+    again = [measured_as(p, r, values) for p, r in zip(points, raw)]
+    return _solve(points, again, raw, last_core) if again != hows else (values, pred)
+
+
+def _solve(points: Sequence[Point], hows: list[str], raw: np.ndarray, last_core: np.ndarray | None
+           ) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`solve_linear` with each point's timing given (``hows``); a value no point measures keeps the
+    others' mean gap or the preset's."""
     from scipy.optimize import linprog
 
-    hosts = [h for h in HOSTS if any(p.host == h and p.timing == "stream" for p in points)]
-    columns = [par for par in LINEAR[1:] if par.key.endswith(tuple(hosts))]
-    if last_core is not None:
-        columns.insert(0, LINEAR[0])
+    columns = _columns(points, hows, last_core is not None)
+    keys = [c.key for c in columns]
     n, m = len(points), len(columns)
     y = np.array([p.time_us for p in points])
     a = np.zeros((n, m))
-    keys = [c.key for c in columns]
-    for i, p in enumerate(points):
+    for i, (p, how) in enumerate(zip(points, hows)):
         clock = base_preset(p.preset).clock_mhz
         if last_core is not None:
             a[i, 0] = last_core[i] / clock
-        if p.timing == "stream":
-            a[i, keys.index(f"launch.gap_{p.host}")] = 1 / clock
+        if how == "stream":
+            hosts = (p.host,) if p.host else HOSTS  # a stream of an unnamed host: the mean of the gaps
+            for h in hosts:
+                a[i, keys.index(f"launch.gap_{h}")] = 1 / clock / len(hosts)
+        elif how == "sync":
+            a[i, keys.index("launch.host_sync")] = 1 / clock
     cost = np.concatenate([np.zeros(m), 1 / y])
     upper = np.block([[a, -np.eye(n)], [-a, -np.eye(n)]])
     rhs = np.concatenate([y - raw, raw - y])
@@ -261,10 +194,20 @@ def solve_linear(points: Sequence[Point], raw: np.ndarray, last_core: np.ndarray
     if res.status != 0:  # no solution keeps every error within MAX_ERROR: minimise the MAPE alone
         res = linprog(cost, A_ub=upper, b_ub=rhs, bounds=bounds + [(0, None)] * n, method="highs")
     values = {par.key: float(v) for par, v in zip(columns, res.x[:m])}
-    gaps = [values[k] for k in values if k.startswith("launch.")]
+    gaps = [values[k] for k in values if k.startswith("launch.gap_")]
     for par in LINEAR[1:]:
-        values.setdefault(par.key, float(np.mean(gaps)) if gaps else base_preset(points[0].preset).value(par.key))
+        default = float(np.mean(gaps)) if gaps and par.key.startswith("launch.gap_") else \
+            base_preset(points[0].preset).value(par.key)
+        values.setdefault(par.key, default)
     return values, raw + a @ res.x[:m]
+
+
+def _columns(points: Sequence[Point], hows: list[str], stagger: bool) -> list[Param]:
+    """The linear parameters some point measures (the stagger first when solved)."""
+    stream_hosts = {h for p, how in zip(points, hows) if how == "stream" for h in ((p.host,) if p.host else HOSTS)}
+    used = [par for par in LINEAR[1:] if par.key.removeprefix("launch.gap_") in stream_hosts
+            or (par.key == "launch.host_sync" and "sync" in hows)]
+    return ([LINEAR[0]] if stagger else []) + used
 
 
 def objective(errors: np.ndarray) -> float:
@@ -300,15 +243,22 @@ class Fit:
 def _evaluate(points: Sequence[Point], searched: dict[str, float], sim: Simulator,
               stagger: float | None) -> tuple[float, dict[str, float], np.ndarray]:
     """(objective, all fitted values, predictions) of one node of the search.  ``stagger`` None: the core
-    stagger is solved with the gaps, linearly on runs without it (the coarse search's surrogate); else runs
-    include it and only the gaps are solved (the model itself)."""
-    within = {**searched, "overhead.core_stagger": stagger or 0.0}
+    stagger is solved with the launch values, linearly on runs without it (the coarse search's surrogate);
+    else runs include it and only the launch values are solved (the model itself)."""
+    within = _within(searched, stagger)
+    if (searched, stagger) not in sim.visited:
+        sim.visited.append((dict(searched), stagger))
     runs = [sim.kernel(p, within) for p in points]
     raw = np.array([r[0] for r in runs])
     values, pred = solve_linear(points, raw, np.array([r[1] for r in runs]) if stagger is None else None)
     if stagger is not None:
         values["overhead.core_stagger"] = stagger
     return objective(pred / np.array([p.time_us for p in points]) - 1), {**searched, **values}, pred
+
+
+def _within(searched: dict[str, float], stagger: float | None) -> dict[str, float]:
+    """The values a node's simulations run with."""
+    return {**searched, "overhead.core_stagger": stagger or 0.0}
 
 
 def _grid(low: float, high: float, nodes: int) -> list[float]:
@@ -319,27 +269,43 @@ def _search(points: Sequence[Point], axes: list[list[float]], sim: Simulator,
             stagger: float | None) -> tuple[float, dict[str, float], np.ndarray]:
     """The best node of a grid (``axes``: the values of each :data:`SEARCHED` parameter)."""
     names = [p.key for p in SEARCHED]
-    return min((_evaluate(points, dict(zip(names, node)), sim, stagger) for node in itertools.product(*axes)),
-               key=lambda r: r[0])
+    nodes = [dict(zip(names, node)) for node in itertools.product(*axes)]
+    sim.prime(points, [_within(n, stagger) for n in nodes])
+    return min((_evaluate(points, n, sim, stagger) for n in nodes), key=lambda r: r[0])
+
+
+def _coarse_axes() -> list[list[float]]:
+    return [_grid(par.low, par.high, COARSE[par.key]) for par in SEARCHED]
+
+
+def _fine_axes(coarse: dict[str, float]) -> list[list[float]]:
+    """Around the coarse best node: half a coarse step either way, :data:`FINE` nodes per parameter."""
+    fine = []
+    for par, axis in zip(SEARCHED, _coarse_axes()):
+        step = math.log(axis[1] / axis[0]) / 2
+        centre = coarse[par.key]
+        fine.append(_grid(max(par.low, centre * math.exp(-step)), min(par.high, centre * math.exp(step)), FINE))
+    return fine
+
+
+def _grids(points: Sequence[Point], sim: Simulator) -> tuple[float, dict[str, float], np.ndarray, list[list[float]]]:
+    """The coarse search, then the fine one around its best node: (objective, values, predictions, fine axes)."""
+    coarse = _search(points, _coarse_axes(), sim, None)[1]
+    fine = _fine_axes(coarse)
+    stagger = coarse["overhead.core_stagger"]
+    score, values, pred = _search(points, fine, sim, stagger)
+    return score, values, pred, fine
 
 
 def fit(points: list[Point], sim: Simulator | None = None) -> Fit:
-    """Fit :data:`FITTED` to ``points`` (module docstring): a coarse grid over the searched parameters' bounds
-    with the stagger solved linearly, then a fine grid around its best node with that stagger inside the runs,
-    so that the chosen node's predictions are the model's own."""
+    """Fit :data:`FITTED` to ``points`` (module docstring)."""
     began = time.perf_counter()
     sim = sim or Simulator()
-    axes = [_grid(par.low, par.high, COARSE) for par in SEARCHED]
-    coarse = _search(points, axes, sim, None)[1]
-    fine = []
-    for par, axis in zip(SEARCHED, axes):
-        step = math.log(axis[1] / axis[0])
-        centre = coarse[par.key]
-        fine.append(_grid(max(par.low, centre * math.exp(-step)), min(par.high, centre * math.exp(step)), FINE))
-    stagger = coarse["overhead.core_stagger"]
-    _, values, pred = _search(points, fine, sim, stagger)
+    _, values, pred, fine = _grids(points, sim)
+    stagger = values["overhead.core_stagger"]
     for par, axis in zip(SEARCHED, fine):  # polish each between its fine neighbours (Brent, in log space)
         values, pred = _polish(points, par, axis, values, sim, stagger)
+    values, pred = _polish_stagger(points, values, sim)
     result = Fit(values, list(points), pred)
     result.seconds = time.perf_counter() - began
     return result
@@ -358,26 +324,48 @@ def _polish(points: Sequence[Point], par: Param, axis: list[float], values: dict
         return _evaluate(points, {**searched, par.key: math.exp(log_value)}, sim, stagger)[0]
 
     res = minimize_scalar(score, bounds=(math.log(low), math.log(high)), method="bounded",
-                          options={"xatol": 0.01, "maxiter": 12})
+                          options={"xatol": 0.01, "maxiter": 10})
     best = _evaluate(points, {**searched, par.key: math.exp(res.x)}, sim, stagger)
     current = _evaluate(points, searched, sim, stagger)
     return (best[1], best[2]) if best[0] < current[0] else (current[1], current[2])
 
 
+def _polish_stagger(points: Sequence[Point], values: dict[str, float], sim: Simulator
+                    ) -> tuple[dict[str, float], np.ndarray]:
+    """``values`` with the core stagger — so far the coarse search's linear estimate — moved to its best value
+    within half and twice it, simulated (Brent)."""
+    from scipy.optimize import minimize_scalar
+
+    searched = {p.key: values[p.key] for p in SEARCHED}
+    par, now = LINEAR[0], values["overhead.core_stagger"]
+    low, high = max(par.low, now / 2), min(par.high, max(2 * now, par.high / 20))
+    res = minimize_scalar(lambda x: _evaluate(points, searched, sim, float(x))[0], bounds=(low, high),
+                          method="bounded", options={"xatol": 5.0, "maxiter": 10})
+    best, current = (_evaluate(points, searched, sim, s) for s in (float(res.x), now))
+    return (best[1], best[2]) if best[0] < current[0] else (current[1], current[2])
+
+
 def cross_validate(points: list[Point], sim: Simulator | None = None) -> np.ndarray:
-    """Each point's prediction (µs) by a fit to the points of every other shape (k-fold by shape)."""
+    """Each point's prediction (µs) by a refit to the points of every other shape (leave one shape out: both
+    hosts, both timings of a launch).  A fold chooses, by the fit's objective on its points, among the nodes the
+    full fit's search visited (the coarse grid, the fine grid, the polish: no new simulation of its points,
+    ``sim`` holds them; a fresh ``sim`` runs the fit first), with its own launch values, and predicts the shape
+    left out by simulating it at that node."""
     sim = sim or Simulator()
     shapes = sorted({p.shape for p in points}, key=str)
     if len(shapes) < 2:
         raise InputError("cross-validation needs points of at least two shapes")
+    if not sim.visited:
+        fit(points, sim)
     out = np.zeros(len(points))
     for shape in shapes:
         rest = [p for p in points if p.shape != shape]
-        f = fit(rest, sim)
-        searched = {k: v for k, v in f.values.items() if not k.startswith("launch.")}
+        _, values, _ = min((_evaluate(rest, searched, sim, stagger) for searched, stagger in list(sim.visited)),
+                           key=lambda r: r[0])
+        searched = {k: v for k, v in values.items() if k.startswith(("gm.", "sync."))}
         for i, p in enumerate(points):
             if p.shape == shape:
-                out[i] = predicted(p, sim.kernel(p, searched)[0], f.values)
+                out[i] = predicted(p, sim.kernel(p, _within(searched, values["overhead.core_stagger"]))[0], values)
     return out
 
 
@@ -422,35 +410,52 @@ def calibration_record(f: Fit, held_out: np.ndarray | None, sens: dict[str, tupl
               **({"held_out_us": float(held_out[i]), "held_out_error": float(held_out[i] / p.time_us - 1)}
                  if held_out is not None else {})}
              for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors))]
-    record: dict[str, Any] = {"kernel": f.points[0].kernel, "points": table, "parameters": parameter_rows(f, sens),
+    record: dict[str, Any] = {"builds": builds(f.points), "points": table, "parameters": parameter_rows(f, sens),
                               "mape": f.mape, "max_abs_error": float(np.max(np.abs(f.errors))),
                               "fit_seconds": f.seconds}
     if held_out is not None:
         err = held_out / np.array([p.time_us for p in f.points]) - 1
         record.update(cv_mape=float(np.mean(np.abs(err))), cv_max_abs_error=float(np.max(np.abs(err))),
-                      half_width=half_width(f.points, held_out))
+                      half_width=half_width(f.points, held_out), cv_by_build=by_build(f.points, err))
     return record
+
+
+def builds(points: Sequence[Point]) -> list[str]:
+    """The builds among ``points``, in the order of :data:`~tfa_sim.spec.config.BUILDS`."""
+    return [b for b in BUILDS if any(p.kernel == b for p in points)]
+
+
+def by_build(points: Sequence[Point], errors: np.ndarray) -> dict[str, dict[str, float]]:
+    """Per build: its points, their MAPE and largest |error| (``errors``: relative, one per point)."""
+    out = {}
+    for b in builds(points):
+        mine = np.abs(np.array([e for p, e in zip(points, errors) if p.kernel == b]))
+        out[b] = {"points": len(mine), "mape": float(np.mean(mine)), "max_abs_error": float(np.max(mine))}
+    return out
 
 
 def format_report(f: Fit, held_out: np.ndarray | None = None,
                   sens: dict[str, tuple[float, float]] | None = None) -> str:
-    lines = [f"fit: {len(f.points)} points of kernel {f.points[0].kernel}, {len(FITTED)} fitted values, "
-             f"{f.seconds:.0f} s", "in-sample (full model)" + (", and each shape left out (k-fold by shape):"
-                                                                if held_out is not None else ":"),
-             "  preset timing host     blocks     s1  measured µs  predicted µs   error"
+    lines = [f"fit: {len(f.points)} points of the builds {', '.join(builds(f.points))}, {len(FITTED)} fitted "
+             f"values, {f.seconds:.0f} s", "in-sample (full model)" + (", and each shape left out:"
+                                                                       if held_out is not None else ":"),
+             "  preset build  timing          host     blocks     s1  period  measured µs  predicted µs   error"
              + ("   left out  error" if held_out is not None else "")]
     for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors)):
-        row = (f"  {p.preset:6s} {p.timing:6s} {p.host or '-':8s} {p.blocks:6d} {p.s1:6d} {p.time_us:12.3f} "
-               f"{q:13.3f} {e:+7.1%}")
+        timing = f"{p.timing}→{p.timing_evidence}" if p.timing == "unknown" else p.timing
+        row = (f"  {p.preset:6s} {p.kernel:6s} {timing:15s} {p.host or '-':8s} {p.blocks:6d} {p.s1:6d} "
+               f"{p.sync_period:7d} {p.time_us:12.3f} {q:13.3f} {e:+7.1%}")
         if held_out is not None:
             row += f" {held_out[i]:10.3f} {held_out[i] / p.time_us - 1:+6.1%}"
         lines.append(row)
     lines.append(f"in-sample MAPE {f.mape:.1%}, max |error| {np.max(np.abs(f.errors)):.1%}")
     if held_out is not None:
         err = held_out / np.array([p.time_us for p in f.points]) - 1
-        lines.append(f"held out (k-fold by shape): MAPE {np.mean(np.abs(err)):.1%}, max |error| "
+        lines.append(f"held out (each shape left out): MAPE {np.mean(np.abs(err)):.1%}, max |error| "
                      f"{np.max(np.abs(err)):.1%}; 90 % of |error| within {half_width(f.points, held_out):.1%} "
                      f"(the presets' interval half-width)")
+        lines += [f"  {b}: {r['points']} points, held-out MAPE {r['mape']:.1%}, max |error| {r['max_abs_error']:.1%}"
+                  for b, r in by_build(f.points, err).items()]
     lines.append("parameters (value, bounds, at a bound, MAPE change at −10 % / +10 %):")
     for r in parameter_rows(f, sens):
         effect = f"{r['mape_minus10']:+.2%} / {r['mape_plus10']:+.2%}" if r["mape_minus10"] is not None else ""
@@ -466,7 +471,7 @@ def _toml(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, list):
-        return "[" + ", ".join(str(v) for v in value) + "]"
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
@@ -493,8 +498,10 @@ def domain(points: Sequence[Point], width: float) -> dict[str, Any]:
     def seen(attr: str) -> list[int]:
         return sorted({getattr(p, attr) for p in points})
 
-    return {"calibration.kernel": points[0].kernel, "calibration.points": len(points),
+    waves = [-(-p.blocks // (p.cores or base_preset(p.preset).cube_cores)) for p in points]
+    return {"calibration.builds": builds(points), "calibration.points": len(points),
             "calibration.half_width": round(width, 4), "calibration.blocks_max": max(p.blocks for p in points),
+            "calibration.waves_max": max(waves),
             "calibration.s1": seen("s1"), "calibration.head": seen("head"), "calibration.cube_s0": seen("cube_s0"),
             "calibration.cube_s1": seen("cube_s1"), "calibration.tile_s1": seen("tile_s1"),
             "calibration.qk_preload": seen("qk_preload"), "calibration.cv_fifo_size": seen("cv_fifo_size"),

@@ -2,7 +2,8 @@
 points").
 
 LIST is a TOML file of ``[[profile]]`` tables or a CSV with the same keys as columns: ``dir`` (the profile, as
-``tfa-sim profile`` takes it; relative to LIST), ``kernel`` (the kernel revision that ran), the config it ran —
+``tfa-sim profile`` takes it; relative to LIST), ``kernel`` (the build that ran: manual, jit or dsl), the config
+it ran —
 ``config`` (a file, relative to LIST) or ``case`` (a shipped case), ``set`` (``section.key`` values; in a CSV
 ``section.key=value`` words) and ``hw`` (a shipped preset's name) — and ``op`` where the profile holds several
 operators.  Each becomes a :class:`~tfa_sim.explore.calibrate.Point` of timing ``task`` (msprof's Task Duration:
@@ -19,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from tfa_sim.engine.report import timing_summary
-from tfa_sim.explore.calibrate import Fit, Point, base_preset, select_points
+from tfa_sim.explore.calibrate import Fit
+from tfa_sim.explore.points import Point, base_preset, select_points
 from tfa_sim.rundir.msprof import SIMULATED, BoardProfile, read_profile
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec import load
-from tfa_sim.spec.config import Config, parse_override
+from tfa_sim.spec.config import BUILDS, Config, parse_override
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
@@ -107,14 +109,16 @@ def _relative(base: Path, text: Any, where: str, key: str) -> Path:
 
 def profiled(entry: dict[str, Any], base: Path) -> Profiled:
     """A LIST entry read, checked against its config and made a point of timing ``task``."""
-    where = entry["where"]
+    where, build = entry["where"], entry["kernel"]
+    if build not in BUILDS:
+        raise InputError(f"{where}: kernel {show(build)} must be the build that ran: {', '.join(BUILDS)}")
     config_file = _relative(base, entry["config"], where, "config") if entry.get("config") else None
-    config = load.load_config(config_file, entry.get("case"), (), _settings(entry))
+    config = load.load_config(config_file, entry.get("case"), (), [*_settings(entry), ("kernel", "build", build)])
     if config.hardware.file:
         raise InputError(f"{where}: a calibration point names a shipped preset (hardware.preset), not a preset file")
     board = read_profile(_relative(base, entry["dir"], where, "dir"), entry.get("op"), pipes=False)
     c, t, s = config.case, config.tiling, config.schedule
-    point = Point(config.hardware.preset, str(entry["kernel"]), "task", "", c.head, c.s0, c.s1, t.cube_s0, t.cube_s1,
+    point = Point(config.hardware.preset, build, "task", "", c.head, c.s0, c.s1, t.cube_s0, t.cube_s1,
                   t.tile_s1, s.qk_preload, s.cv_fifo_size, s.cv_fifo_cons_sync_period, c.causal, board.task_us,
                   config.hardware.cores)
     _representable(point, config, where)
@@ -135,25 +139,21 @@ def _representable(point: Point, config: Config, where: str) -> None:
                                  f"points can describe, or leave the profile out")
 
 
-def calibration_points(points_file: str | None, exclude: list[int], kernel: str | None,
+def calibration_points(points_files: list[str], exclude: list[int], kernel: str | None,
                        profiles: str | None) -> tuple[list[Point], list[Profiled]]:
-    """The points of one fit: ``--points`` (the shipped set when neither it nor ``--profiles`` is given) and the
-    profiles of ``--profiles``, of one kernel revision (``--kernel`` picks one)."""
+    """The points of one fit: ``--points`` files (the shipped sets when neither they nor ``--profiles`` are
+    given) and the profiles of ``--profiles``; only build ``kernel``'s when it is given."""
     if profiles is None:
-        return select_points(points_file, exclude, kernel), []
-    if exclude and not points_file:
+        return select_points(points_files, exclude, kernel), []
+    if exclude and not points_files:
         raise InputError("--exclude ROW leaves out rows of --points FILE; give --points FILE or drop --exclude")
     listed = Path(check_path(profiles, "--profiles"))
     found = [profiled(entry, listed.parent) for entry in read_list(listed)]
-    rows = select_points(points_file, exclude, kernel) if points_file else []
-    revisions = sorted({p.kernel for p in rows} | {p.point.kernel for p in found})
-    wanted = kernel or (revisions[0] if len(revisions) == 1 else None)
-    if wanted is None:
-        raise InputError(f"the points and profiles mix kernel revisions {', '.join(revisions)}: one fit describes "
-                         f"one revision; choose with --kernel NAME")
-    chosen = [p for p in found if p.point.kernel == wanted]
+    rows = select_points(points_files, exclude, kernel) if points_files else []
+    chosen = [p for p in found if kernel is None or p.point.kernel == kernel]
     if not rows and not chosen:
-        raise InputError(f"--profiles {listed}: no profile of kernel {wanted!r}; it has {', '.join(revisions)}")
+        raise InputError(f"--profiles {listed}: no profile of kernel {kernel!r}; it has "
+                         f"{', '.join(sorted({p.point.kernel for p in found}))}")
     return rows + [p.point for p in chosen], chosen
 
 

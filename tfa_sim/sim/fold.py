@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
@@ -144,8 +144,10 @@ class _Plan:
 
 
 def figures_of(result: SimResult) -> Figures:
-    """What a fold combines: time, bytes, and each pipe's busy and stall cycles (all grow linearly alike)."""
-    out: Figures = {"cycles": result.total_cycles, "gm": result.gm_bytes, "hbm": result.hbm_bytes}
+    """What a fold combines: time, bytes, sync messages, and each pipe's busy and stall cycles (all grow linearly
+    alike)."""
+    out: Figures = {"cycles": result.total_cycles, "gm": result.gm_bytes, "hbm": result.hbm_bytes,
+                    "sync": result.sync_messages, "sync_busy": result.sync_busy, "sync_queued": result.sync_queued}
     for pipe in result.stats.pipes:
         out["busy", pipe.full_name] = pipe.busy
         out.update({("stall", pipe.full_name, *key): cycles for key, cycles in pipe.stall_by.items()})
@@ -192,6 +194,8 @@ def _fold_launch(kernel: Kernel, hw: Hardware, qk_preload: int, period: int,
     fit = {name: max(0.0, plan.combine({p: f.get(name, 0.0) for p, f in figures.items()})) for name in names}
     result.total_cycles = fit["cycles"]
     result.gm_bytes, result.hbm_bytes = round(fit["gm"]), round(fit["hbm"])
+    result.sync_messages, result.sync_busy, result.sync_queued = round(fit["sync"]), fit["sync_busy"], \
+        fit["sync_queued"]
     stalls: dict[str, dict[tuple[str, str, str], float]] = defaultdict(dict)  # pipe → (stage, cause, what)
     for name, v in fit.items():
         if isinstance(name, tuple) and name[0] == "stall":  # "cycles", "gm", "hbm" are plain strings
@@ -224,5 +228,38 @@ def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, la
     first.core_busy, first.core_end = [], []  # the samples' balance is not the full run's
     first.gm_bytes = sum(r.gm_bytes for r, _ in parts)
     first.hbm_bytes = sum(r.hbm_bytes for r, _ in parts)
+    first.sync_messages = sum(r.sync_messages for r, _ in parts)
+    first.sync_busy = sum(r.sync_busy for r, _ in parts)
+    first.sync_queued = sum(r.sync_queued for r, _ in parts)
     first.folded = [info for _, info in parts]
     return first
+
+
+def sample_key(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> Hashable:
+    """What a sample's time depends on: the kernel's program (its config but the problem size), the chip and
+    the sampled blocks' shapes — equal for the same samples of launches that differ only in their length."""
+    config = getattr(kernel, "config", None)
+    program = None if config is None else dataclasses.replace(config, case=dataclasses.replace(
+        config.case, name="", s0=0, s1=0))
+    blocks = [b if tiles is None else _cut(b, tiles) for b in list(kernel.blocks)[:count]]
+    shapes = tuple((b.n_rows, b.batch, b.kv_head, b.tile_ids, b.active, b.mask.kind, b.chunks) for b in blocks
+                   if isinstance(b, Block))
+    return repr((type(kernel).__name__, kernel.name, program, hw)), shapes, count, tiles
+
+
+def folded_cycles(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, period: int, launch_gap: float,
+                  memo: dict[Hashable, float]) -> float:
+    """The folded time (cycles) of the launches alone, each sample simulated once across calls (``memo``: the
+    samples' times by :func:`sample_key`; launches of one program share their samples).  A fit calls this for
+    every long launch at every node of its search."""
+    total = launch_gap * (len(kernels) - 1)
+    for kernel in kernels:
+        plan = _Plan(kernel, hw, qk_preload, period)
+        values = {}
+        for key in plan.keys:
+            name = sample_key(kernel, hw, *key)
+            if name not in memo:
+                memo[name] = _sample(kernel, hw, *key).total_cycles
+            values[key] = memo[name]
+        total += max(0.0, plan.combine(values))
+    return total

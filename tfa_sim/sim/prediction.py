@@ -1,20 +1,22 @@
 """What a board would measure for a run, with a 90 % interval and the reasons it is as wide as it is.
 
-A board measures one of two things (docs/calibration.md, "What a measurement includes"):
+A board measures one of three things (docs/calibration.md, "What a measurement includes"):
 
-* ``time_us`` — the kernel time an in-kernel counter sees: from the first block's start to the last block's
-  end (the simulated makespan);
+* ``time_us`` — the kernel time an in-kernel counter (or msprof's Task Duration) sees: from the first block's
+  start to the last block's end (the simulated makespan);
 * ``launch_period_us`` — the mean period of back-to-back launches on one stream: the kernel time plus the
-  launch gap of the host class driving the stream (``launch.gap_<host>``, fitted).
+  launch gap of the host class driving the stream (``launch.gap_<host>``, fitted);
+* ``host_sync_us`` — the host clock around one launch and a device synchronise: the kernel time plus the
+  host's launch-and-synchronise overhead (``launch.host_sync``, fitted).
 
 The interval's half-width starts from the preset's cross-validated error (``calibration.half_width``: 90 % of
-the relative errors of points left out of the fit) and is widened by a fixed factor for each way the run
-leaves what the fit saw — a board without points, more blocks or waves, another S1, a knob value or kernel
-variant never measured — each named in ``interval_reasons``.  The factors are judgment, not fitted: they say
-"further from the data" in a way a reader can check (:data:`PER_DOUBLING`, :data:`PER_KNOB`,
-:data:`UNMEASURED_BOARD`).  The half-width h is a relative error of the launch period, the measured
-quantity: its interval is [period / (1 + h), period · (1 + h)] (a factor either way, so a wide one never
-reaches zero), and the kernel time's is that less the launch gap.
+the relative errors of points left out of the fit, across the builds and scales measured) and is widened by a
+fixed factor for each way the run leaves what the fit saw — a board without points, a build never measured,
+more blocks or waves, another S1, a knob value or kernel variant never measured — each named in
+``interval_reasons``.  The factors are judgment, not fitted: they say "further from the data" in a way a reader
+can check (:data:`PER_DOUBLING`, :data:`PER_KNOB`, :data:`UNMEASURED_BOARD`).  The half-width h is a relative
+error of the measured quantity: each figure's interval is [figure / (1 + h), figure · (1 + h)] (a factor either
+way, so a wide one never reaches zero).
 """
 from __future__ import annotations
 
@@ -58,14 +60,17 @@ def widening(config: Config, hw: Hardware, blocks: int, waves: int) -> tuple[flo
     cal, reasons, factor = hw.calibration, [], 1.0
     if not cal.measured:
         factor *= UNMEASURED_BOARD
-        reasons.append(f"{hw.name} has no measured points of the {cal.kernel} kernel: its fitted values are "
-                       f"another board's")
+        reasons.append(f"{hw.name} has no measured points: its fitted values are another board's")
+    build = config.kernel.build
+    if build not in cal.builds:
+        factor *= PER_KNOB
+        reasons.append(f"kernel.build = {build} never measured (measured: {', '.join(cal.builds)})")
     if blocks > cal.blocks_max:
         factor *= 1 + PER_DOUBLING * math.log2(blocks / cal.blocks_max)
-        reasons.append(f"{blocks} blocks, more than the {cal.blocks_max} measured: L2 contention extrapolated")
-    if waves > 1:
-        factor *= PER_KNOB
-        reasons.append(f"{waves} waves: every measured launch ran in one")
+        reasons.append(f"{blocks} blocks, more than the {cal.blocks_max} measured")
+    if waves > cal.waves_max:
+        factor *= 1 + PER_DOUBLING * math.log2(waves / cal.waves_max)
+        reasons.append(f"{waves} blocks per core, more than the {cal.waves_max} measured")
     s1, low, high = config.case.s1, min(cal.s1), max(cal.s1)
     if not low <= s1 <= high:
         factor *= 1 + PER_DOUBLING * abs(math.log2(s1 / (low if s1 < low else high)))
@@ -75,34 +80,42 @@ def widening(config: Config, hw: Hardware, blocks: int, waves: int) -> tuple[flo
     return factor, reasons + knobs
 
 
+def _interval(figure: float, width: float, spread: float = 0.0) -> list[float]:
+    """[figure / (1 + width) − spread, figure · (1 + width) + spread], rounded."""
+    return [round(max(0.0, figure / (1 + width) - spread), 4), round(figure * (1 + width) + spread, 4)]
+
+
 def prediction(config: Config, hw: Hardware, total_cycles: float, blocks: int, waves: int) -> dict[str, Any]:
     """The summary keys of a run's measured quantities: ``time_us`` is the caller's; this adds
-    ``launch_period_us``, both 90 % intervals, the half-width, the host and the reasons for any widening."""
+    ``launch_period_us`` and ``host_sync_us``, the three 90 % intervals, the half-width, the host and the
+    reasons for any widening."""
     clock, cal, host = hw.clock_mhz, hw.calibration, config.hardware.host
     time_us = total_cycles / clock
     factor, reasons = widening(config, hw, blocks, waves)
-    gap_us = hw.launch.gap(host) / clock
-    period = time_us + gap_us
+    period = time_us + hw.launch.gap(host) / clock
+    synced = time_us + hw.launch.host_sync / clock
     width = max(FLOOR, cal.half_width * factor)
-    low, high = period / (1 + width), period * (1 + width)  # a factor either way: never below zero
     spread = 0.0
     if not host:  # either host class: the interval holds both gaps
         gaps = [hw.launch.gap_aarch64 / clock, hw.launch.gap_x86_64 / clock]
         spread = (max(gaps) - min(gaps)) / 2
         reasons.append("hardware.host not given: the launch period holds either host's launch gap")
-    return {"launch_period_us": round(period, 4), "host": host or "any",
-            "time_interval_us": [round(max(0.0, low - gap_us), 4), round(high - gap_us, 4)],
-            "launch_period_interval_us": [round(low - spread, 4), round(high + spread, 4)],
+    return {"launch_period_us": round(period, 4), "host_sync_us": round(synced, 4), "host": host or "any",
+            "time_interval_us": _interval(time_us, width),
+            "launch_period_interval_us": _interval(period, width, spread),
+            "host_sync_interval_us": _interval(synced, width),
             "interval_half_width": round(width, 4), "interval_reasons": reasons,
-            "calibrated_kernel": cal.kernel}
+            "calibrated_builds": list(cal.builds)}
 
 
 def format_prediction(s: dict[str, Any]) -> list[str]:
     """The console lines of :func:`prediction`'s keys."""
     lo, hi = s["time_interval_us"]
     plo, phi = s["launch_period_interval_us"]
+    slo, shi = s["host_sync_interval_us"]
     lines = [f"  measured as: kernel time {s['time_us']:.2f} µs (90 % interval {lo:.2f}–{hi:.2f}); launch period "
-             f"{s['launch_period_us']:.2f} µs ({plo:.2f}–{phi:.2f}) back to back on a stream, host {s['host']}"]
+             f"{s['launch_period_us']:.2f} µs ({plo:.2f}–{phi:.2f}) back to back on a stream, host {s['host']}; "
+             f"host-synchronised {s['host_sync_us']:.2f} µs ({slo:.2f}–{shi:.2f})"]
     if s["interval_reasons"]:
         lines.append(f"  interval ±{s['interval_half_width']:.0%}, widened: " + "; ".join(s["interval_reasons"]))
     return lines

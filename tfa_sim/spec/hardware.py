@@ -107,6 +107,7 @@ class LaunchParams:
 
     gap_aarch64: float
     gap_x86_64: float
+    host_sync: float  # what a host-synchronised launch adds: the host's launch call to the synchronise's return
 
     def gap(self, host: str) -> float:
         """The gap of ``host`` (``aarch64``, ``x86_64``); an unknown host (``""``) takes their mean."""
@@ -120,15 +121,16 @@ HOSTS = ("aarch64", "x86_64")
 @dataclass(frozen=True)
 class CalibrationInfo:
     """What the preset's fitted values were fitted to, and the error a prediction inside that domain has
-    (tfa_sim.prediction): the kernel revision, whether this board had measured points (``measured`` false:
-    another board's values), the points, the 90 % half-width of the cross-validated relative errors, and the
-    measured range of blocks and S1 and values of each schedule and tiling knob."""
+    (tfa_sim.prediction): the kernel's builds measured, whether this board had measured points (``measured``
+    false: another board's values), the points, the 90 % half-width of the cross-validated relative errors, and
+    the measured range of blocks, waves (blocks per core) and S1 and values of each schedule and tiling knob."""
 
-    kernel: str
+    builds: list[str]
     measured: bool
     points: int
     half_width: float
     blocks_max: int
+    waves_max: int
     s1: list[int]
     head: list[int]
     cube_s0: list[int]
@@ -241,10 +243,12 @@ def _value(where: str, value: Any, kind: str, positive: bool) -> Any:
         if isinstance(value, bool):
             return value
         raise InputError(f"{where} = {show(value)} must be true or false")
-    if kind == "list[int]":
+    if kind in ("list[int]", "list[str]"):
+        item = kind[5:-1]
         if isinstance(value, list) and value and len(value) <= 64:
-            return [_value(where, v, "int", True) for v in value]
-        raise InputError(f"{where} = {show(value)} must be a list of 1 to 64 positive integers")
+            return [_value(where, v, item, True) for v in value]
+        what = "positive integers" if item == "int" else "non-empty strings"
+        raise InputError(f"{where} = {show(value)} must be a list of 1 to 64 {what}")
     ok = isinstance(value, int) if kind == "int" else isinstance(value, (int, float))
     low = MIN_POSITIVE if positive else 0
     if isinstance(value, bool) or not ok or not low <= value <= MAX_VALUE:  # NaN fails the comparison too

@@ -52,10 +52,10 @@ def _reference_metric(ref: dict[str, Any] | None, metric: str) -> float | str:
 
 def interval(row: dict[str, Any], metric: str) -> tuple[float, float] | None:
     """The 90 % interval of ``row``'s metric (tfa_sim.prediction), or None for rows of an older tfa-sim: the
-    launch period's for it, else the kernel time's relative bounds applied to the metric (inverted for
-    throughputs)."""
-    key = "launch_period_interval_us" if metric == "launch_period_us" else "time_interval_us"
-    base = row.get("launch_period_us" if metric == "launch_period_us" else "time_us")
+    launch period's or the host-synchronised time's for them, else the kernel time's relative bounds applied to
+    the metric (inverted for throughputs)."""
+    figure = metric if metric in ("launch_period_us", "host_sync_us") else "time_us"
+    key, base = figure.replace("_us", "_interval_us"), row.get(figure)
     if key not in row or not base:
         return None
     lo, hi = (bound / base for bound in row[key])

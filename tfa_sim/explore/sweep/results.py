@@ -33,10 +33,10 @@ from tfa_sim.spec.errors import InputError
 
 RESULTS, REFERENCES, META, LOCK = "results.jsonl", "references.jsonl", "sweep.json", "sweep.lock"
 STATUSES = ("ok", "illegal", "excluded", "schedule_error", "timeout", "error")
-CSV_COLUMNS = ("key", "status", "time_us", "launch_period_us", "total_cycles", "tflops", "normalized_tflops",
-               "bound_pipe", "l1_bytes", "ub_bytes", "message")
+CSV_COLUMNS = ("key", "status", "time_us", "launch_period_us", "host_sync_us", "total_cycles", "tflops",
+               "normalized_tflops", "bound_pipe", "l1_bytes", "ub_bytes", "message")
 #: Metrics rows of older sweeps lack (checked when present).
-NEWER_METRICS = ("launch_period_us",)
+NEWER_METRICS = ("launch_period_us", "host_sync_us")
 
 
 def check_row(row: Any) -> str | None:

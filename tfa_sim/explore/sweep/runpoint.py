@@ -54,7 +54,8 @@ def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: 
     row.update(status="ok", total_cycles=t["total_cycles"], time_us=t["time_us"], tflops=t["tflops"],
                normalized_tflops=t["normalized_tflops"], bound_pipe=t["bound_pipe"], cores_used=t["cores_used"],
                launch_period_us=p["launch_period_us"], time_interval_us=p["time_interval_us"],
-               launch_period_interval_us=p["launch_period_interval_us"], pipe_busy_mean=t["pipe_busy_mean"],
+               launch_period_interval_us=p["launch_period_interval_us"], host_sync_us=p["host_sync_us"],
+               host_sync_interval_us=p["host_sync_interval_us"], pipe_busy_mean=t["pipe_busy_mean"],
                stalls=t["stalls"])
     row["metric"] = row[metric]
     return row

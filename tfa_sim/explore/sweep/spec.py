@@ -27,7 +27,8 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import plain
 
 #: metric → which is better (``min`` or ``max``)
-METRICS = {"time_us": min, "launch_period_us": min, "total_cycles": min, "tflops": max, "normalized_tflops": max}
+METRICS = {"time_us": min, "launch_period_us": min, "host_sync_us": min, "total_cycles": min, "tflops": max,
+           "normalized_tflops": max}
 DEFAULT_MAX_POINTS = 100_000
 SWEEP_KEYS = ("metric", "mode", "budget", "seed", "numerics", "fold", "constraints", "max_points", "point_timeout")
 SCALARS = (bool, int, float, str)

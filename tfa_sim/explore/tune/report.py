@@ -4,7 +4,8 @@ The top K simulated candidates are set against the kernel's defaults for the cas
 90 % interval (:mod:`tfa_sim.sim.prediction`), the launch period, the gain over the defaults, the bound
 pipe, and what the best changes from the defaults, in the config and in the stalls (per stage and cause,
 summed over the pipes).  When the runner-up lies inside the best's 90 % interval the report says the model
-cannot tell them apart instead of claiming a winner, and likewise for the defaults and the gain.  The
+cannot tell them apart instead of claiming a winner, and likewise for the defaults and the gain; per knob, the
+best candidate of each value is set against the best's interval the same way (:func:`knob_verdicts`).  The
 screen's agreement with the simulations it led to (Kendall τ of estimates against simulated values, the
 range of simulated/estimated ratios) is reported with them.
 """
@@ -22,7 +23,8 @@ from tfa_sim.explore.tune.space import Candidate, Space
 #: Stall changes the report lists (the largest first).
 STALL_LINES = 6
 #: Row keys copied into each simulated candidate's entry of tune.json.
-ROW_KEYS = ("time_us", "time_interval_us", "launch_period_us", "launch_period_interval_us", "total_cycles",
+ROW_KEYS = ("time_us", "time_interval_us", "launch_period_us", "launch_period_interval_us", "host_sync_us",
+            "host_sync_interval_us", "total_cycles",
             "bound_pipe", "tflops", "pipe_busy_mean")
 
 
@@ -104,6 +106,34 @@ def verdicts(top: list[dict[str, Any]], defaults: dict[str, Any] | None, metric:
     return out
 
 
+def knob_verdicts(ranked: list[dict[str, Any]], candidates: list[Candidate], axes: dict[str, list[Any]],
+                  metric: str) -> list[str]:
+    """Per knob of the space (with more than one value): which value wins, and each other value's best against
+    the best's 90 % interval — simulated where the search simulated it, else the screen's estimate (named as
+    such) — so that the report says whether the model can tell the values apart."""
+    if not ranked or (span := interval(ranked[0], metric)) is None:
+        return []
+    best, out = ranked[0], []
+    for axis, values in axes.items():
+        if len(values) < 2:
+            continue
+        parts = []
+        for value in sorted(values, key=order):
+            if value == best["overrides"][axis]:
+                continue
+            simulated = [e["metric"] for e in ranked if e["overrides"][axis] == value]
+            estimated = [c.estimate for c in candidates if c.overrides.get(axis) == value and c.estimate]
+            if not simulated and not estimated:
+                parts.append(f"{value}: none legal")
+                continue
+            figure = min(simulated) if simulated else min(estimated)
+            how = "" if simulated else " (screen estimate)"
+            inside = "inside the interval: not told apart" if figure <= span[1] else "outside: worse"
+            parts.append(f"{value} {figure / best['metric'] - 1:+.1%}{how}, {inside}")
+        out.append(f"{axis}: {best['overrides'][axis]} wins; " + "; ".join(parts))
+    return out
+
+
 def summarise(space: Space, candidates: list[Candidate], search: Search, info: dict[str, Any],
               top: int) -> dict[str, Any]:
     """The content of tune.json (the module docstring)."""
@@ -125,6 +155,7 @@ def summarise(space: Space, candidates: list[Candidate], search: Search, info: d
                        "agreement": agreement(search)},
             "defaults": _defaults_entry(reference, defaults, metric), "best": best, "top": ranked[:top],
             "verdicts": verdicts(ranked, defaults, metric) if ranked else [],
+            "knob_verdicts": knob_verdicts(ranked, candidates, dict(space.sweep.axes), metric),
             "stall_changes": stall_changes(defaults, best) if best and defaults and "stalls" in defaults else [],
             "seconds": info["seconds"], "candidates": [candidate_entry(c) for c in candidates]}
 
@@ -170,6 +201,9 @@ def format_report(s: dict[str, Any]) -> str:
     lines.append(_line("defaults", {**d, "changes": {}}, m, base) if base is not None else
                  f"  defaults: {d['status']} {d.get('message', '')}".rstrip())
     lines += [f"  {v}" for v in s["verdicts"]]
+    if s.get("knob_verdicts"):
+        lines.append(f"  each knob's values against the best's 90 % interval (the best {m} with that value):")
+        lines += [f"    {v}" for v in s["knob_verdicts"]]
     if s["stall_changes"]:
         lines.append("  stalls, defaults → best (cycles summed over pipes): " + "; ".join(
             f"{c['stage']} {c['cause']} {_cycles(c['defaults'])} → {_cycles(c['best'])}" for c in s["stall_changes"]))

@@ -7,7 +7,8 @@ checks and one-line messages), merged over the config the user gave (CONFIG / ``
 may name only schedule and tiling knobs and ``hardware.cores``; the case, the chip, the host and the
 numerics are the problem, set by the config or ``[base]``.  The tuner works timing-only: the points are
 timing-only runs, ``[sweep] numerics = true`` and ``fold = true`` are refused (the finalists are full
-simulations), and the metric is one of the times (``time_us``, ``launch_period_us``, ``total_cycles``).
+simulations), and the metric is one of the times (``time_us``, ``launch_period_us``, ``host_sync_us``,
+``total_cycles``).
 
 Without ``--space`` the **default space** (:func:`default_axes`) is every schedule and tiling knob that
 applies to the case, each over the values below plus the config's own: ``tiling.tile_s1`` 128…2048 (powers
@@ -43,7 +44,7 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.load import build_config
 
 #: Metrics the tuner minimises (each a time: the screen estimates them all).
-METRICS = ("time_us", "launch_period_us", "total_cycles")
+METRICS = ("time_us", "launch_period_us", "host_sync_us", "total_cycles")
 #: Default values of each knob of the default space (the config's own value is added).
 TILE_S1 = (128, 256, 512, 1024, 2048)
 CUBE_S1 = (64, 128)

@@ -62,8 +62,8 @@ def screen(space: Space, candidates: list[Candidate], progress: bool) -> dict[st
             continue
         hw, cycles = scr.hw(config), est["estimate_cycles"]
         c.estimate = {"total_cycles": cycles, "time_us": cycles / hw.clock_mhz,
-                      "launch_period_us": (cycles + hw.launch.gap(config.hardware.host)) / hw.clock_mhz
-                      }[space.sweep.metric]
+                      "launch_period_us": (cycles + hw.launch.gap(config.hardware.host)) / hw.clock_mhz,
+                      "host_sync_us": (cycles + hw.launch.host_sync) / hw.clock_mhz}[space.sweep.metric]
         c.status, c.screen_bound, c.fingerprint = "screened", est["screen_bound"], est["fingerprint"]
     leads: dict[Any, Candidate] = {}
     for c in ranked(candidates):

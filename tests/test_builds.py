@@ -1,0 +1,162 @@
+"""The kernel's three builds (docs/kernel.md, "Builds") and the chip's cross-core sync unit (docs/timing.md,
+"Cross-core sync"): defaults, legality, the mechanisms each build adds, and outputs that do not change."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+import tfa_sim
+from tfa_sim.buffers.fifo import FifoWindow, GmFifo
+from tfa_sim.buffers.pools import Flag
+from tfa_sim.engine.ffts import Ffts
+from tfa_sim.engine.simpy_adapter import run
+from tfa_sim.sim.simulation import simulate
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
+
+
+def config(build, case=None, schedule=None, numerics=False, **sections):
+    return build_config({"kernel": {"build": build}, "case": case or {}, "schedule": schedule or {},
+                         "numerics": {"enabled": numerics}, **sections})
+
+
+# ---- the sync unit ----------------------------------------------------------------------------------------
+def test_the_sync_unit_serves_messages_one_at_a_time_in_arrival_order():
+    unit = Ffts(service=10.0)
+    assert [unit.deliver(0.0), unit.deliver(0.0), unit.deliver(5.0), unit.deliver(100.0)] == [10, 20, 30, 110]
+    assert unit.messages == 4 and unit.queued == 10 + 15  # the second waited 10 cycles, the third 15
+
+
+def test_a_flag_is_seen_its_latency_after_the_unit_served_its_message():
+    env = simpy.Environment()
+    unit, seen = Ffts(service=7.0), []
+    flag = Flag(env, "core0.qk_tile_fifo.ready[aiv0]", latency=20.0, ffts=unit)
+
+    def waiter(env):
+        for _ in range(2):
+            pending = flag.request()
+            if not pending.triggered:
+                event = env.event()
+                pending.callback = lambda _p, e=event: e.succeed()
+                yield event
+            seen.append(env.now)
+
+    env.process(waiter(env))
+    flag.set()
+    flag.set()  # sent in the same cycle: served 7 cycles after the first
+    run(env)
+    assert seen == [27.0, 34.0]
+
+
+def test_a_cube_set_reaches_both_aivs_in_one_message():
+    env = simpy.Environment()
+    unit = Ffts(service=3.0)
+    fifo = GmFifo(env, "core0.qk_tile_fifo", 8, 4, 0.0, (2, 2), np.float32, ffts=unit)
+    fifo.tile(0).push(None)  # the cube's record(): both lanes
+    fifo.tile(0, (1,)).credit(None)  # one AIV's free()
+    assert unit.messages == 2 and [f.pending for f in fifo.ready] == [1, 1] and fifo.consumed[1].pending == 1
+
+
+@pytest.mark.parametrize(("tiles", "period"), [(16, 1), (16, 4), (24, 8), (6, 4)])
+def test_a_block_sends_the_messages_the_protocol_counts(tiles, period):
+    """Per tile 4 ready messages (QK and PV from the cube, P from each AIV), 5 credits per `period` tiles (QK
+    and PV from each AIV, P from the cube), and each AIV's block end: 4T + 5⌊T/p⌋ + 2."""
+    c = config("manual", {"s1": 256 * tiles}, {"cv_fifo_cons_sync_period": period})
+    sim = simulate(c, load_hardware(c.hardware), None, log_events=False)
+    assert sim.sync_messages == 4 * tiles + 5 * (tiles // period) + 2
+
+
+def test_a_saturated_sync_unit_bounds_the_tile_rate():
+    """16 cores syncing every tile (period 1) at 400 cycles a message cannot go faster than the unit: 16 blocks
+    × 9 messages per tile × 400 cycles per tile of the launch, whatever the pipes could do."""
+    c = config("jit", {"s0": 16 * 128, "s1": 256 * 32})
+    hw = load_hardware(c.hardware).with_values({"sync.ffts_service": 400.0})
+    sim = simulate(c, hw, None, log_events=False)
+    assert sim.total_cycles >= 16 * 9 * 400 * 32
+    assert sim.sync_busy / sim.total_cycles > 0.9
+
+
+# ---- builds -----------------------------------------------------------------------------------------------
+def test_each_build_sets_the_defaults_a_config_does_not_give():
+    manual, jit, dsl = (config(b, {"s1": 4096}) for b in ("manual", "jit", "dsl"))
+    assert (manual.schedule.cv_fifo_cons_sync_period, jit.schedule.cv_fifo_cons_sync_period) == (4, 1)
+    assert (dsl.schedule.qk_preload, dsl.tiling.tile_s1, dsl.schedule.l1_p, dsl.schedule.l1_v) == (3, 256, 1, 1)
+    assert config("dsl", {"s1": 32768}).tiling.tile_s1 == 512  # run.py: 512 from S1 = 32768 on
+    given = config("dsl", {"s1": 32768}, {"qk_preload": 4}, tiling={"tile_s1": 256})
+    assert (given.schedule.qk_preload, given.tiling.tile_s1) == (4, 256)
+
+
+@pytest.mark.parametrize(("sections", "needle"), [
+    ({"kernel": {"build": "tvm"}}, "kernel.build"),
+    ({"kernel": {"build": "dsl"}, "case": {"causal": True}}, "has no mask"),
+    ({"kernel": {"build": "dsl"}, "schedule": {"block_order": "zigzag"}}, "contiguous range"),
+    ({"kernel": {"bild": "dsl"}}, "did you mean 'build'"),
+])
+def test_a_build_the_config_cannot_have_is_refused_in_one_line(sections, needle):
+    with pytest.raises(InputError, match=needle):
+        build_config({"numerics": {"enabled": False}, **sections})
+
+
+def test_outputs_are_the_same_bits_in_every_build():
+    outs = []
+    for build in ("manual", "jit", "dsl"):
+        c = config(build, {"s0": 256, "s1": 2048}, numerics=True)
+        outs.append(tfa_sim.run(c).o)
+    assert all(np.array_equal(o, outs[0]) for o in outs[1:])
+
+
+def dispatches(build, units):
+    c = config(build, {"s0": 128 * units, "s1": 1024})
+    sim = simulate(c, load_hardware(c.hardware), None)
+    spans = [r for r in sim.stats.events.records() if r.kind == "block dispatch"]
+    return sim, spans
+
+
+def test_the_dsl_build_dispatches_once_per_core_and_the_manual_once_per_block():
+    sim, spans = dispatches("manual", 30)
+    assert sim.cores_used == 24 and len(spans) == 30
+    sim, spans = dispatches("dsl", 30)
+    assert sim.cores_used == 24 and len(spans) == 24
+    # the first 30 % 24 = 6 cores take two units each, one after the other: blocks 0 and 1 on core 0
+    core0 = sorted({r.block for r in sim.stats.events.records() if r.unit == "core0.cubecore0" and r.block >= 0})
+    assert core0 == [0, 1]
+
+
+def test_a_persistent_cores_fifos_count_on_across_its_units():
+    """With 6-tile units, period 8: the producer's first credit wait is the FIFO's tile 8, unit 2's tile 2."""
+    env = simpy.Environment()
+    fifo = GmFifo(env, "core0.p_tile_fifo", 8, 8, 0.0, (2, 2), np.float32)
+    first, second = FifoWindow(fifo, 0), FifoWindow(fifo, 6)
+    assert [bool(first.tile(t).credits) for t in range(6)] == [False] * 6
+    assert [bool(second.tile(t).credits) for t in range(6)] == [False, False, True, False, False, False]
+
+
+def aic_loads(build):
+    """The AIC's MTE2 instructions of the first steady tile (after the preload prologue) of a one-block run."""
+    c = config(build, {"s1": 256 * 8})
+    sim = simulate(c, load_hardware(c.hardware), None)
+    loads = [r for r in sim.stats.events.records() if r.unit == "core0.cubecore0" and r.pipe == "MTE2"]
+    first_pv = next(i for i, r in enumerate(loads) if r.kind in ("TLOAD V", "TLOAD P"))
+    return [(r.kind, r.tile, r.sub) for r in loads[first_pv:first_pv + 6]]
+
+
+def test_each_build_issues_its_own_stage_order():
+    """Manual: V is loaded before the wait for P, the next tile's K before both (QK(t+4) then PV(t)); the dsl
+    port: P, then V, then the next QK's K (PV(t) then QK(t+3))."""
+    assert aic_loads("manual") == [("TLOAD V", 0, 0), ("TLOAD P", 0, 0), ("TLOAD K", 4, 1), ("TLOAD V", 0, 1),
+                                   ("TLOAD P", 0, 1), ("TLOAD K", 5, 0)]
+    assert aic_loads("dsl") == [("TLOAD P", 0, 0), ("TLOAD V", 0, 0), ("TLOAD K", 3, 0), ("TLOAD P", 0, 1),
+                                ("TLOAD V", 0, 1), ("TLOAD K", 3, 1)]
+
+
+def test_the_manual_build_reads_its_inputs_from_the_l2_the_others_from_hbm_once():
+    """The manual build's host program prefetches Q, K and V: no byte comes from HBM.  The others fetch each K
+    and V chunk once (the first reader), and each block's Q."""
+    hbm = {}
+    for build in ("manual", "jit", "dsl"):
+        c = config(build, {"s0": 512, "s1": 2048}, {"qk_preload": 4}, tiling={"tile_s1": 256})
+        hbm[build] = simulate(c, load_hardware(c.hardware), None, log_events=False).hbm_bytes
+    kv, q = 2 * 2048 * 128 * 2, 512 * 128 * 2
+    assert hbm == {"manual": 0, "jit": kv + q, "dsl": kv + q}

@@ -1,0 +1,207 @@
+"""Measured launches: the points ``tfa-sim calibrate`` fits to, and what the model predicts for each.
+
+A point (:class:`Point`, one CSV row) says which build of the kernel ran (``kernel``: ``manual``, ``jit`` or
+``dsl``, docs/kernel.md, "Builds") on which board (``preset``), its shape and schedule, and what was measured
+(``timing``, docs/calibration.md, "What a measurement includes"):
+
+* ``kernel`` — an in-kernel counter, first block's start to last block's end: the model's kernel time;
+* ``task`` — msprof's Task Duration, which the kernel time stands for (docs/timing.md);
+* ``stream`` — the mean period of back-to-back launches on one stream: the kernel time plus the launch gap of
+  the ``host`` class driving it (the mean of both classes' gaps when the source does not name the host);
+* ``sync`` — the host clock around one launch and a device synchronise: the kernel time plus the host's
+  launch-and-synchronise overhead (``launch.host_sync``);
+* ``unknown`` — the source does not say; ``timing_evidence`` names the timing the evidence points to, or
+  the timings it leaves possible (``kernel|stream``), of which the fit compares with the one nearer the
+  measured time (docs/calibration.md, "Rows of unknown timing").
+
+The builds share one parameter set: they differ in mechanisms (launch grid, prefetch, stage order), not in
+fitted values, so one fit takes the points of all three.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tfa_sim.spec.config import BUILDS, CONFIG_DIR, Config
+from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware
+from tfa_sim.spec.load import build_config
+
+#: The shipped points: the JIT build's one-wave launches and the three builds on the full chip.
+POINTS_FILES = (CONFIG_DIR / "calibration" / "points.csv", CONFIG_DIR / "calibration" / "points_fullchip.csv")
+#: What a point may have measured; ``unknown`` needs ``timing_evidence`` (one of the others).
+TIMINGS = ("kernel", "task", "stream", "sync", "unknown")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured launch (a CSV row; :data:`COLUMNS` with their defaults)."""
+
+    preset: str
+    kernel: str  # the build that ran: manual, jit or dsl
+    timing: str
+    host: str
+    head: int
+    s0: int
+    s1: int
+    cube_s0: int
+    cube_s1: int
+    tile_s1: int
+    qk_preload: int
+    cv_fifo_size: int
+    sync_period: int
+    causal: bool
+    time_us: float
+    cores: int = 0  # 0: all of the preset's
+    timing_evidence: str = ""  # an unknown timing: what the source's evidence points to (a|b: either)
+    source: str = ""  # where the row comes from (reports only)
+
+    def config(self, **hardware: Any) -> Config:
+        return build_config({"case": {"head": self.head, "s0": self.s0, "s1": self.s1, "causal": self.causal},
+                             "tiling": {"cube_s0": self.cube_s0, "cube_s1": self.cube_s1, "tile_s1": self.tile_s1},
+                             "schedule": {"qk_preload": self.qk_preload, "cv_fifo_size": self.cv_fifo_size,
+                                          "cv_fifo_cons_sync_period": self.sync_period},
+                             "hardware": {"preset": self.preset, "cores": self.cores, **hardware},
+                             "kernel": {"build": self.kernel}, "numerics": {"enabled": False}})
+
+    @property
+    def blocks(self) -> int:
+        return self.s0 // self.cube_s0
+
+    @property
+    def timings(self) -> tuple[str, ...]:
+        """The timings the point may have measured: ``timing``, or for an unknown one its evidence's."""
+        return tuple(self.timing_evidence.split("|")) if self.timing == "unknown" else (self.timing,)
+
+    @property
+    def shape(self) -> tuple:
+        """What the simulation depends on: everything but the host and the measurement."""
+        return (self.preset, self.kernel, self.head, self.s0, self.s1, self.cube_s0, self.cube_s1, self.tile_s1,
+                self.qk_preload, self.cv_fifo_size, self.sync_period, self.causal, self.cores)
+
+    @property
+    def label(self) -> str:
+        host = f" {self.host}" if self.host else ""
+        timing = f"{self.timing}→{self.timing_evidence}" if self.timing == "unknown" else self.timing
+        return f"{self.preset} {self.kernel} {timing}{host} S0={self.s0} S1={self.s1}"
+
+
+#: Columns a points CSV may have: None marks the required ones, else the default.
+COLUMNS: dict[str, Any] = {"preset": None, "kernel": None, "timing": None, "host": "", "blocks": None,
+                           "head": None, "s0": None, "s1": None, "cube_s0": 128, "cube_s1": 128, "tile_s1": 256,
+                           "qk_preload": 4, "cv_fifo_size": 8, "sync_period": 4, "causal": "false",
+                           "time_us": None, "cores": 0, "timing_evidence": "", "source": ""}
+
+
+@cache
+def base_preset(name: str) -> Hardware:
+    return load_hardware(build_config({"hardware": {"preset": name}}).hardware)
+
+
+def figure(p: Point, how: str, kernel_us: float, values: dict[str, float]) -> float:
+    """The model's figure for timing ``how`` of ``p`` given its kernel time and the launch values (``launch.*``,
+    cycles): the kernel time, plus the host's gap (stream) or synchronise overhead (sync)."""
+    clock = base_preset(p.preset).clock_mhz
+    if how == "stream":
+        gaps = [values[f"launch.gap_{h}"] for h in ((p.host,) if p.host else HOSTS)]
+        return kernel_us + sum(gaps) / len(gaps) / clock
+    if how == "sync":
+        return kernel_us + values["launch.host_sync"] / clock
+    return kernel_us
+
+
+def measured_as(p: Point, kernel_us: float, values: dict[str, float]) -> str:
+    """The timing of ``p`` the model compares with: its own, or of several possible the one whose figure is
+    nearest the measured time."""
+    return min(p.timings, key=lambda how: abs(figure(p, how, kernel_us, values) - p.time_us))
+
+
+def predicted(p: Point, kernel_us: float, values: dict[str, float]) -> float:
+    """What ``p`` measures given the model's kernel time and the launch values."""
+    return figure(p, measured_as(p, kernel_us, values), kernel_us, values)
+
+
+def _typed(text: Any, kind: str) -> Any:
+    """A CSV cell as its column's type (a default is already typed text)."""
+    text = str(text)
+    return text.lower() == "true" if kind == "bool" else float(text) if kind == "float" else \
+        int(text) if kind == "int" else text
+
+
+def _check(point: Point, blocks: str, where: str) -> None:
+    """The row's values make sense together; else one line naming the column."""
+    if point.kernel not in BUILDS:
+        raise InputError(f"{where}: kernel {point.kernel!r} must be a build: {', '.join(BUILDS)}")
+    if point.timing not in TIMINGS:
+        raise InputError(f"{where}: timing {point.timing!r} must be one of {', '.join(TIMINGS)}")
+    known = [t for t in TIMINGS if t != "unknown"]
+    if point.timing == "unknown" and not set(point.timing_evidence.split("|")) <= set(known):
+        raise InputError(f"{where}: timing unknown needs timing_evidence, the timing its source's evidence points "
+                         f"to ({', '.join(known)}) or those it leaves possible, as kernel|stream")
+    if point.host not in ("", *HOSTS):
+        raise InputError(f"{where}: host {point.host!r} must be empty or one of {', '.join(HOSTS)}")
+    if int(blocks) != point.blocks:
+        raise InputError(f"{where}: blocks {blocks} is not S0/CUBE_S0 = {point.blocks}")
+    if not (math.isfinite(point.time_us) and point.time_us > 0):
+        raise InputError(f"{where}: time {point.time_us} µs; times must be > 0")
+
+
+def _parse_row(row: dict[str, str], where: str) -> Point:
+    required = ", ".join(k for k, d in COLUMNS.items() if d is None)
+    values: dict[str, Any] = {}
+    for name, default in COLUMNS.items():
+        text = (row.get(name) or "").strip()
+        if not text and default is None:
+            raise InputError(f"{where}: column {name} is empty or missing; a point needs {required}")
+        values[name] = text or default
+    try:
+        point = Point(*(_typed(values[f.name], str(f.type)) for f in dataclasses.fields(Point)))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}; numbers where numbers are due") from None
+    _check(point, values["blocks"], where)
+    point.config()  # a point the model cannot run is refused here, with the rule it breaks
+    return point
+
+
+def load_points(path: str | Path, kernel: str | None = None) -> list[Point]:
+    """The points of a CSV (``#`` lines are comments), those of build ``kernel`` only when it is given."""
+    path = Path(path)
+    try:
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"calibration points {path} cannot be read ({exc}); give a CSV with columns "
+                         f"{','.join(COLUMNS)}") from None
+    points = [_parse_row(row, f"calibration points {path} row {i}")
+              for i, row in enumerate(csv.DictReader(lines), start=1)]
+    if not points:
+        raise InputError(f"calibration points {path} holds no rows; add measured points under the header")
+    if kernel is not None:
+        chosen = [p for p in points if p.kernel == kernel]
+        if not chosen:
+            raise InputError(f"calibration points {path}: no point of kernel {kernel!r}; it has "
+                             f"{', '.join(sorted({p.kernel for p in points}))}")
+        return chosen
+    return points
+
+
+def select_points(paths: Sequence[str | Path] = (), exclude: Sequence[int] = (),
+                  kernel: str | None = None) -> list[Point]:
+    """The points of ``paths`` (none given: the shipped ones, :data:`POINTS_FILES`), in order, without the
+    1-based data rows ``exclude`` (counted over all the files), of build ``kernel`` when given."""
+    points = [p for path in (paths or POINTS_FILES) for p in load_points(path)]
+    bad = [row for row in exclude if not 1 <= row <= len(points)]
+    if bad:
+        raise InputError(f"--exclude {bad[0]}: rows are 1…{len(points)} (the data rows of the points files, in "
+                         f"the order given)")
+    kept = [p for i, p in enumerate(points, start=1) if i not in set(exclude)]
+    if kernel is not None:
+        kept = [p for p in kept if p.kernel == kernel]
+    if not kept:
+        raise InputError("no point left to fit (--exclude or --kernel took them all); exclude fewer rows")
+    return kept
