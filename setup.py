@@ -26,7 +26,10 @@ ext_modules = []
 if os.environ.get("TFA_SIM_PURE_PYTHON", "") != "1":
     from mypyc.build import mypycify
 
-    # one shared library inside the package (tfa_sim/_engine__mypyc…so), so editable installs find it too
-    ext_modules = mypycify(COMPILED, group_name="tfa_sim._engine", opt_level="3")
+    # one shared library inside the package (tfa_sim/_engine__mypyc…so), so editable installs find it too.
+    # --no-site-packages: mypy reads no installed package's types (none is compiled; their imports are Any, as in
+    # pip's isolated build env before the dependencies are installed). Following numpy's, pandas' and scipy's types
+    # took a rebuild in a venv that holds them from 37 s to 149 s (benchmarks/README.md, "Install time").
+    ext_modules = mypycify(["--no-site-packages", *COMPILED], group_name="tfa_sim._engine", opt_level="3")
 
 setup(packages=PACKAGES, cffi_modules=["native/build_native.py:ffibuilder"], ext_modules=ext_modules)
