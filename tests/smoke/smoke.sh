@@ -20,7 +20,7 @@ smoke() {
 }
 
 where="$(python -c 'import tfa_sim; print(tfa_sim.__file__)')"
-case "$where" in "$(cd "$HERE/../.." && pwd)"/*)
+case "$where" in "$(cd "$HERE/../.." && pwd)/tfa_sim/"*)
     echo "smoke: tfa_sim is imported from the checkout ($where), not from an installed package"; exit 1;; esac
 echo "smoke: tfa_sim from $where, $(tfa-sim --version), in $WORK"
 
@@ -37,4 +37,4 @@ smoke tune         u/best.toml            tfa-sim tune --case "$CASE" --out u --
 smoke api          api.json               python "$HERE/api.py" api.json
 
 cd / && rm -rf "$WORK"
-echo "smoke: every subcommand and the API ran"
+echo "smoke: every subcommand and the API ran, in $SECONDS s"
