@@ -200,14 +200,19 @@ def test_the_portable_fallback_exits_when_the_parent_dies(tmp_path):
 
 
 def test_a_point_over_its_time_limit_is_stopped_and_recorded(tmp_path):
-    spec = write(tmp_path / "slow.toml", '[sweep]\npoint_timeout = 1.0\n[base.case]\ns0 = 2048\n'
-                 '[axes]\n"case.s1" = [256, 131072]\n')
+    # The slow point is S0 = S1 = 131072 timing only, 1024 blocks: about 40 s on the two-core machine (65536², a
+    # quarter of it, took 9.9 s on 2026-11-26), so no machine finishes it within the 1 s; it is stopped, so the
+    # test costs about that second.  (S0 2048 × S1 131072 once served here: 16 blocks, 0.8 s, too close.)
+    spec = write(tmp_path / "slow.toml", '[sweep]\npoint_timeout = 1.0\n'
+                 'constraints = ["(case.s0 == 128) == (case.s1 == 256)"]\n'
+                 '[axes]\n"case.s0" = [128, 131072]\n"case.s1" = [256, 131072]\n')
     code, _, err = run_main("sweep", spec, "--out", tmp_path / "o", "--jobs", 1, "--no-progress", "--no-plots")
     assert code == 0, err
-    rows = {r["overrides"]["case.s1"]: r for r in read_results(tmp_path / "o" / "results.jsonl")}
-    assert rows[256]["status"] == "ok"
-    assert rows[131072]["status"] == "timeout"
-    assert rows[131072]["message"] == "took longer than [sweep] point_timeout = 1 s and was stopped"
+    rows = {(r["overrides"]["case.s0"], r["overrides"]["case.s1"]): r
+            for r in read_results(tmp_path / "o" / "results.jsonl")}
+    assert rows[128, 256]["status"] == "ok"
+    assert rows[131072, 131072]["status"] == "timeout"
+    assert rows[131072, 131072]["message"] == "took longer than [sweep] point_timeout = 1 s and was stopped"
 
 
 def test_unreachable_dask_scheduler_fails_fast_naming_it(tmp_path):
