@@ -34,6 +34,8 @@ smoke sweep        s/results.csv          tfa-sim sweep "$HERE/sweep.toml" --out
 smoke sweep-report s/plot_preload.png     tfa-sim sweep-report s
 smoke calibrate    c/910b2.toml           tfa-sim calibrate --points "$HERE/points.csv" --out c
 smoke tune         u/best.toml            tfa-sim tune --case "$CASE" --out u --no-progress
+smoke profile      p/profile.json         tfa-sim profile "$HERE/../data/msprof/a2_op_single" --set case.s0=512 \
+                                          --set case.s1=2048 --set schedule.cv_fifo_cons_sync_period=1 --out p
 smoke api          api.json               python "$HERE/api.py" api.json
 
 cd / && rm -rf "$WORK"
