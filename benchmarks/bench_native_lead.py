@@ -5,7 +5,8 @@ time of a run minus the same run without numerics (``numerics.enabled = false``)
 (``tfa_sim.run(..., event_log=False)``, i.e. ``runner.compute``): in one warm process this is far less noisy than
 timing ``tfa-sim run`` commands, whose start-up swings by more than native's whole cost.  Each tree is a worker
 process (``PY``: that tree's venv python; default this one), warmed by one run of each kind; every round asks
-each worker in turn for one native, one numpy and one timing-only run, so the trees alternate.  Printed per
+each worker in turn (the order rotated by one a round) for one native, one numpy and one timing-only run, so
+the trees alternate.  Printed per
 tree: the medians, the two numerics costs and their ratio, and native's cost over the first tree's; the same
 for CPU time (the run's process and its goldens' child, user + system), which other jobs on the machine
 disturb far less than wall time.
@@ -82,6 +83,16 @@ def ask(proc: subprocess.Popen[str]) -> dict[str, list[float]]:
     return json.loads(proc.stdout.readline())
 
 
+def one_round(procs: list[subprocess.Popen[str]], r: int) -> list[dict[str, list[float]]]:
+    """Round ``r``: each worker's answer, asked in an order rotated by one tree a round (no tree always comes
+    right after another's numpy run)."""
+    answers: dict[int, dict[str, list[float]]] = {}
+    for i in range(len(procs)):
+        k = (i + r) % len(procs)
+        answers[k] = ask(procs[k])
+    return [answers[k] for k in range(len(procs))]
+
+
 def report(pythons: list[str], rounds: list[list[dict[str, list[float]]]]) -> None:
     """Per tree and measure (wall, CPU): medians, the numerics costs, numpy over native, native over the first
     tree's native."""
@@ -110,7 +121,7 @@ def main() -> None:
     pythons = args.python or [sys.executable]
     procs = [start_worker(py) for py in pythons]
     try:
-        rounds = [[ask(proc) for proc in procs] for _ in range(args.rounds)]
+        rounds = [one_round(procs, r) for r in range(args.rounds)]
     finally:
         for proc in procs:
             proc.kill()
