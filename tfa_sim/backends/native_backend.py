@@ -118,8 +118,8 @@ class NativeBackend:
         x32 = _f32(x)
         rows, cols = x32.shape
         first = m_prev is None
-        m = np.empty(rows, F32) if first else np.array(m_prev, dtype=F32)  # the kernel updates m and l in place
-        l = np.empty(rows, F32) if first else np.array(l_prev, dtype=F32)
+        m = np.empty(rows, F32) if first else np.array(m_prev, dtype=F32, copy=True)
+        l = np.empty(rows, F32) if first else np.array(l_prev, dtype=F32, copy=True)
         l1_exp_max = np.empty(rows, F32)
         x_exp = np.empty((rows, cols), opt.out_dtype)
         buf = self._buf
@@ -150,13 +150,13 @@ class NativeBackend:
             out = np.empty((rows, cols), F32)
             self._lib.tfa_compute_gu(self._buf(F32_BUF, out), self._buf(F32_BUF, pv32), self._null, rows, cols, 1)
             return out
-        out = np.array(o, dtype=F32, order="C")  # a fresh copy: the kernel updates in place
+        out = np.array(o, dtype=F32, order="C", copy=True)  # the kernel updates in place
         self._lib.tfa_compute_gu(self._buf(F32_BUF, out), self._buf(F32_BUF, pv32),
                                  self._buf(F32_BUF, _f32(l1_exp_max)), rows, cols, 0)
         return out
 
     def normalize(self, o: np.ndarray, l2_global_sum: np.ndarray) -> np.ndarray:
-        out = np.array(o, dtype=F32, order="C")  # a fresh copy: the kernel divides in place
+        out = np.array(o, dtype=F32, order="C", copy=True)  # the kernel divides in place
         rows, cols = out.shape
         self._lib.tfa_normalize(self._buf(F32_BUF, out), self._buf(F32_BUF, _f32(l2_global_sum)), rows, cols)
         return out
