@@ -446,8 +446,8 @@ TFA_INLINE float row_running_max(const struct p_args *a, const float *y, int r, 
 }
 
 /* acc[i] = acc[i] + e[i][j] for j = 0 .. n-1 in order, for each of g rows: each row's sum stays left to
- * right (numerics.row_sum); the rows' chains are independent, so a full group's run side by side (the adds
- * of one column overlap) instead of each waiting for its previous add. */
+ * right (numerics.row_sum); the rows' chains are independent, so a full group's chains run side by side (the
+ * adds of one column overlap) instead of each add waiting for the previous one of its row. */
 TFA_INLINE void sum_rows_in_order(float e[][TFA_REPEAT_F32], int g, int n, float *acc)
 {
     if (g < TFA_P_ROWS) {
