@@ -8,11 +8,13 @@
  *
  * Speed without losing portability: on x86-64 GCC/clang the hot loops are
  * compiled twice, once for the baseline (SSE2) and once for AVX2, and picked
- * at run time with __builtin_cpu_supports; the fp16 matmul has a third copy
- * for AVX-512.  All copies come from the same always-inline body, so they run
- * the same operations in the same order.  Only the fp16 matmul copies may use
- * FMA (see matmul_f32_body for why that is exact); the bf16 matmul and the
- * AVX2 copy of every other kernel are compiled without FMA in their target.
+ * at run time with __builtin_cpu_supports; the fp16 matmul and compute_p have
+ * a third copy for AVX-512.  All copies come from the same always-inline body,
+ * so they run the same operations in the same order.  Only the fp16 matmul
+ * copies may use FMA (see matmul_f32_body for why that is exact); the bf16
+ * matmul and the AVX2 copy of every other kernel are compiled without FMA in
+ * their target.  AVX-512 has FMA instructions in any target: in compute_p's
+ * AVX-512 copy only -ffp-contract=off keeps them out (as everywhere else).
  *
  * No global state: scratch memory is on the stack or malloc'd per call, and
  * kernels that malloc return TFA_ERR_NOMEM instead of failing silently.
@@ -43,6 +45,7 @@
 #define TFA_TARGET_AVX2 __attribute__((target("avx2")))
 #define TFA_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
 #define TFA_TARGET_AVX512_FMA __attribute__((target("avx512f,avx512vl,fma")))
+#define TFA_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -75,6 +78,8 @@ static const float TANH_X_SAT = 10.0f;
 
 /* Elements of E computed at a time in compute_p (a stack buffer): one 256-byte fp32 vector repeat. */
 #define TFA_REPEAT_F32 64
+/* Rows compute_p takes together (their row sums are independent chains, sum_rows_in_order). */
+#define TFA_P_ROWS 8
 
 /* numerics.reference codes */
 enum { TFA_REF_NPU = 0, TFA_REF_CPU_SIM = 1 };
@@ -293,32 +298,39 @@ TFA_INLINE void row_sum_body(const float *x, int rows, int cols, float *out)
  * unrounded fp32 E never leaves a stack buffer. */
 
 /* numerics.row_max: exact, so any order gives the same value; NaN propagates
- * (the first NaN of the row is returned).  Eight running maxima (one AVX2
- * vector, maxps) then combined in order.  ±0 compare equal, so a row whose max
- * is a zero gets its sign by the rule, not by the lanes: +0 if the row holds a
- * +0, else -0 (numerics.row_max). */
+ * (the first NaN of the row is returned).  TFA_REPEAT_F32 running maxima, one
+ * per column of a 64-column chunk, then halved to one: every pass is an
+ * element-wise loop over whole arrays, which the compiler vectorises (a > b ? a : b
+ * is maxps).  ±0 compare equal, so a row whose max is a zero gets its sign by the
+ * rule, not by the lanes: +0 if the row holds a +0, else -0 (numerics.row_max). */
 TFA_INLINE float row_max1(const float *x, int cols)
 {
-    enum { LANES = 8 };
-    float part[LANES];
-    uint32_t nan_seen[LANES];
-    for (int k = 0; k < LANES; k++) {
-        part[k] = x[0];
-        nan_seen[k] = 0u;
-    }
+    enum { W = TFA_REPEAT_F32 };
+    float part[W];
+    uint32_t nan_seen[W];
     int j = 0;
-    for (; j + LANES <= cols; j += LANES) {
-        for (int k = 0; k < LANES; k++) {
-            float v = x[j + k];
-            nan_seen[k] |= mask_u32(v != v);
-            part[k] = part[k] > v ? part[k] : v;
+    float m = x[0];
+    uint32_t any_nan = 0u;
+    if (cols >= W) {
+        for (int k = 0; k < W; k++) {
+            part[k] = x[k];
+            nan_seen[k] = mask_u32(x[k] != x[k]);
         }
-    }
-    float m = part[0];
-    uint32_t any_nan = nan_seen[0];
-    for (int k = 1; k < LANES; k++) {
-        m = m > part[k] ? m : part[k];
-        any_nan |= nan_seen[k];
+        for (j = W; j + W <= cols; j += W) {
+            for (int k = 0; k < W; k++) {
+                float v = x[j + k];
+                nan_seen[k] |= mask_u32(v != v);
+                part[k] = part[k] > v ? part[k] : v;
+            }
+        }
+        for (int h = W / 2; h > 0; h /= 2) {
+            for (int k = 0; k < h; k++) {
+                nan_seen[k] |= nan_seen[k + h];
+                part[k] = part[k] > part[k + h] ? part[k] : part[k + h];
+            }
+        }
+        m = part[0];
+        any_nan = nan_seen[0];
     }
     for (; j < cols; j++) {
         any_nan |= mask_u32(x[j] != x[j]);
@@ -409,50 +421,83 @@ struct p_args {
     int rows, cols;
     float s, cap; /* cap > 0: softcap on */
     int first, exp_model, reference, elem;
-    float *y; /* scratch, cols floats: the row's scores when mask or cap is set */
+    float *y; /* scratch, TFA_P_ROWS × cols floats: a row group's scores when mask or cap is set */
     float *m_io, *l_io, *l1_exp_max;
     uint16_t *x_exp;
 };
 
+/* The running max m of row r and its l1_exp_max (NumpyBackend.compute_p, before E); y: the row's scores. */
+TFA_INLINE float row_running_max(const struct p_args *a, const float *y, int r, int capped, int cpu_sim, float *l1)
+{
+    int cols = a->cols;
+    /* tile_max: npu numerics.row_max (order-free), cpu_sim numerics.row_max_first */
+    float tile_max = cols <= 0 ? -INFINITY : (cpu_sim ? row_max_first1(y, cols) : row_max1(y, cols));
+    if (a->first) {
+        *l1 = 1.0f; /* np.ones_like(m) */
+        return tile_max;
+    }
+    float m_prev = a->m_io[r];
+    /* npu numerics.maximum(tile_max, m_prev); cpu_sim std::max(local_max, global_max) */
+    float m = cpu_sim ? max_first_f32(tile_max, m_prev) : max_f32(tile_max, m_prev);
+    /* l1_exp_max = exp((M_prev - m)·s), capped exp(M_prev - m): subtract, round; scale, round */
+    float d = m_prev - m;
+    *l1 = exp_model1(capped ? d : d * a->s, a->exp_model);
+    return m;
+}
+
+/* acc[i] = acc[i] + e[i][j] for j = 0 .. n-1 in order, for each of g rows: each row's sum stays left to
+ * right (numerics.row_sum); the rows' chains are independent, so a full group's chains run side by side (the
+ * adds of one column overlap) instead of each add waiting for the previous one of its row. */
+TFA_INLINE void sum_rows_in_order(float e[][TFA_REPEAT_F32], int g, int n, float *acc)
+{
+    if (g < TFA_P_ROWS) {
+        for (int i = 0; i < g; i++)
+            acc[i] = sum_in_order(e[i], n, acc[i]);
+        return;
+    }
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < TFA_P_ROWS; i++)
+            acc[i] = acc[i] + e[i][j]; /* row_sum: acc + E[j], one rounding, left to right */
+}
+
+/* compute_p of TFA_P_ROWS rows at a time, 64 columns of E at a time (a stack buffer): the rows' maxima,
+ * then per chunk each row's E and x_exp, then the chunk's column adds of every row's sum. */
 TFA_INLINE void compute_p_body(const struct p_args *a)
 {
     int cols = a->cols, capped = a->cap > 0.0f, cpu_sim = a->reference == TFA_REF_CPU_SIM;
-    for (int r = 0; r < a->rows; r++) {
-        const float *y = a->x + (size_t)r * (size_t)cols;
-        uint16_t *er = a->x_exp + (size_t)r * (size_t)cols;
-        if (a->y != NULL) {
-            scores_row(y, a->mask != NULL ? a->mask + (size_t)r * (size_t)cols : NULL, cols, a->s, a->cap,
-                       capped, a->y);
-            y = a->y;
+    size_t nc_row = cols > 0 ? (size_t)cols : 0;
+    for (int r0 = 0; r0 < a->rows; r0 += TFA_P_ROWS) {
+        int g = a->rows - r0 < TFA_P_ROWS ? a->rows - r0 : TFA_P_ROWS;
+        const float *y[TFA_P_ROWS];
+        float m[TFA_P_ROWS], l1[TFA_P_ROWS], tile_sum[TFA_P_ROWS];
+        for (int i = 0; i < g; i++) {
+            size_t r = (size_t)(r0 + i);
+            y[i] = a->x + r * nc_row;
+            if (a->y != NULL) {
+                float *yi = a->y + (size_t)i * nc_row;
+                scores_row(y[i], a->mask != NULL ? a->mask + r * nc_row : NULL, cols, a->s, a->cap, capped, yi);
+                y[i] = yi;
+            }
+            m[i] = row_running_max(a, y[i], r0 + i, capped, cpu_sim, &l1[i]);
+            tile_sum[i] = 0.0f; /* row_sum: from +0 */
         }
-        /* tile_max: npu numerics.row_max (order-free), cpu_sim numerics.row_max_first */
-        float tile_max = cols <= 0 ? -INFINITY : (cpu_sim ? row_max_first1(y, cols) : row_max1(y, cols));
-        float m, l1;
-        if (a->first) {
-            m = tile_max;
-            l1 = 1.0f; /* np.ones_like(m) */
-        } else {
-            float m_prev = a->m_io[r];
-            /* npu numerics.maximum(tile_max, m_prev); cpu_sim std::max(local_max, global_max) */
-            m = cpu_sim ? max_first_f32(tile_max, m_prev) : max_f32(tile_max, m_prev);
-            /* l1_exp_max = exp((M_prev - m)·s), capped exp(M_prev - m): subtract, round; scale, round */
-            float d = m_prev - m;
-            l1 = exp_model1(capped ? d : d * a->s, a->exp_model);
-        }
-        float tile_sum = 0.0f;
         for (int c0 = 0; c0 < cols; c0 += TFA_REPEAT_F32) {
             int nc = cols - c0 < TFA_REPEAT_F32 ? cols - c0 : TFA_REPEAT_F32;
-            float e[TFA_REPEAT_F32];
-            exp_shifted(y + c0, nc, m, a->s, capped, a->exp_model, e);
-            narrow_row(e, nc, a->elem, er + c0); /* x_exp = narrow(E) */
-            /* tile_sum = row_sum(E) on the unrounded fp32 E: from +0, left to right across the chunks */
-            tile_sum = sum_in_order(e, nc, tile_sum);
+            float e[TFA_P_ROWS][TFA_REPEAT_F32];
+            for (int i = 0; i < g; i++) {
+                exp_shifted(y[i] + c0, nc, m[i], a->s, capped, a->exp_model, e[i]);
+                narrow_row(e[i], nc, a->elem, a->x_exp + (size_t)(r0 + i) * nc_row + c0); /* x_exp = narrow(E) */
+            }
+            /* tile_sum = row_sum(E) on the unrounded fp32 E: left to right across the chunks */
+            sum_rows_in_order(e, g, nc, tile_sum);
         }
-        /* L = l1_exp_max·L_prev + tile_sum: two roundings (no FMA) */
-        float l = a->first ? tile_sum : l1 * a->l_io[r] + tile_sum;
-        a->m_io[r] = m;
-        a->l_io[r] = l;
-        a->l1_exp_max[r] = l1;
+        for (int i = 0; i < g; i++) {
+            int r = r0 + i;
+            /* L = l1_exp_max·L_prev + tile_sum: two roundings (no FMA) */
+            a->l_io[r] = a->first ? tile_sum[i] : l1[i] * a->l_io[r] + tile_sum[i];
+            a->m_io[r] = m[i];
+            a->l1_exp_max[r] = l1[i];
+        }
     }
 }
 
@@ -695,6 +740,9 @@ TFA_TARGET_AVX2 static void transpose_avx2(const float *src, int rows, int cols,
 }
 /* no "fma" in these targets: the compiler cannot fuse even if asked to */
 TFA_TARGET_AVX2 static void compute_p_avx2(const struct p_args *a) { compute_p_body(a); }
+/* 16 lanes for E's exp and casts and the row max (S0 = 512, S1 = 8192 slices: 1.5× the AVX2 copy on an AMD
+ * EPYC with AVX-512); bw, dq: the 16-bit packing of x_exp in zmm registers */
+TFA_TARGET_AVX512 static void compute_p_avx512(const struct p_args *a) { compute_p_body(a); }
 TFA_TARGET_AVX2 static void combine_avx2(const float *o_parts, const float *m_parts, const float *l_parts,
                                          int n_parts, int rows, int cols, float scale, int exp_model, float *out)
 {
@@ -717,11 +765,17 @@ TFA_TARGET_AVX2 static void narrow_avx2(const float *x, uint16_t *out, long n, i
 static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
 static int have_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 static int have_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"); }
+static int have_avx512_bw_dq(void)
+{
+    return have_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+}
 #define TFA_PICK(cond, name) ((cond) ? name##_avx2 : name##_base)
 #define TFA_PICK_MATMUL_F32() (have_avx512() ? matmul_f32_avx512 : TFA_PICK(have_avx2_fma(), matmul_f32))
+#define TFA_PICK_COMPUTE_P() (have_avx512_bw_dq() ? compute_p_avx512 : TFA_PICK(have_avx2(), compute_p))
 #else
 #define TFA_PICK(cond, name) (name##_base)
 #define TFA_PICK_MATMUL_F32() (matmul_f32_base)
+#define TFA_PICK_COMPUTE_P() (compute_p_base)
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -789,12 +843,12 @@ int tfa_compute_p(const float *x, const uint8_t *mask, int rows, int cols, float
         return TFA_ERR_ARG;
     struct p_args a = {x, mask, rows, cols, scale, softcap, first, exp_model, reference, out_elem, NULL,
                        m_io, l_io, l1_exp_max, x_exp};
-    if ((mask != NULL || softcap > 0.0f) && cols > 0) { /* the row's scores are built once, read twice */
-        a.y = malloc((size_t)cols * sizeof(float));
+    if ((mask != NULL || softcap > 0.0f) && cols > 0) { /* a row group's scores are built once, read twice */
+        a.y = malloc((size_t)cols * TFA_P_ROWS * sizeof(float));
         if (a.y == NULL)
             return TFA_ERR_NOMEM;
     }
-    TFA_PICK(have_avx2(), compute_p)(&a);
+    TFA_PICK_COMPUTE_P()(&a);
     free(a.y);
     return TFA_OK;
 }

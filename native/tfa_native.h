@@ -98,7 +98,7 @@ int tfa_compute_pv(const uint16_t *p, const uint16_t *v, int m, int kdim, int n,
  *   x_exp[j] = narrow(E[j]), round to nearest even;
  *   tile_sum = +0, then tile_sum = fp32(tile_sum + E[j]) for j = 0 .. cols-1 in order (fp32 E);
  *   L = first ? tile_sum : fp32(fp32(l1_exp_max · L_prev) + tile_sum).
- * Returns TFA_OK, TFA_ERR_NOMEM (a mask or softcap needs one row of scratch) or
+ * Returns TFA_OK, TFA_ERR_NOMEM (a mask or softcap needs eight rows of scratch) or
  * TFA_ERR_ARG (bad out_elem, exp_model or reference); outputs are untouched unless TFA_OK. */
 int tfa_compute_p(const float *x, const uint8_t *mask, int rows, int cols, float scale, float softcap, int first,
                   int exp_model, int reference, int out_elem, float *m_io, float *l_io, float *l1_exp_max,

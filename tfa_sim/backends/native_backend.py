@@ -29,6 +29,9 @@ REFERENCE_CODES = {"npu": 0, "cpu_sim": 1}
 #: narrow dtype → ``enum tfa_elem`` (tfa_native.h); keyed by dtype, not by its ``name``, which numpy computes
 #: in Python on every access (a few µs, a thousand times a run).
 ELEM_CODES = {np.dtype(F16): 0, nx.BF16: 1}
+#: ``ffi.from_buffer`` types: one call makes the C pointer of a C-contiguous array (an array decays to a pointer;
+#: ``ffi.cast`` of the buffer would be a second call) and keeps the array alive as long as the pointer.
+F32_BUF, U16_BUF, U8_BUF = "float[]", "uint16_t[]", "uint8_t[]"
 
 _NOT_BUILT = ("native backend not built: reinstall with `pip install .` on a machine with a C "
               "compiler, or use --backend numpy")
@@ -50,21 +53,6 @@ def _model_code(exp_model: str) -> int:
                          f"{', '.join(EXP_MODEL_CODES)}") from None
 
 
-def _acc_ptr(ffi, acc, shape: tuple[int, int], what: str) -> tuple[Any, np.ndarray | None]:
-    """The accumulator of a TMATMUL_ACC as a C pointer (NULL for a TMATMUL) and the array it points into."""
-    if acc is None:
-        return ffi.NULL, None
-    a = _f32(acc)
-    if a.shape != shape:
-        raise ValueError(f"{what}: the accumulator is {a.shape}, the product {shape}")
-    return _ptr(ffi, "float *", a), a
-
-
-def _ptr(ffi, ctype: str, a: np.ndarray):
-    """A C pointer of type ``ctype`` to the (C-contiguous) buffer of ``a``."""
-    return ffi.cast(ctype, ffi.from_buffer(a, require_writable=False))
-
-
 def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=F32)
 
@@ -83,10 +71,10 @@ def _elem_code(dtype: np.dtype) -> int:
 
 
 def _operands(a, b) -> tuple[np.ndarray, np.ndarray, int]:
-    """Both matmul operands C-contiguous in their shared narrow dtype, as uint16 bits, and its elem code."""
+    """Both matmul operands C-contiguous in their shared narrow dtype (fp16 or bf16 bits for the kernel's
+    uint16_t arguments) and its elem code."""
     dt = nx.operand_dtype(a, b)
-    a_c, b_c = np.ascontiguousarray(a, dtype=dt), np.ascontiguousarray(b, dtype=dt)
-    return a_c.view(np.uint16), b_c.view(np.uint16), _elem_code(dt)
+    return np.ascontiguousarray(a, dtype=dt), np.ascontiguousarray(b, dtype=dt), _elem_code(dt)
 
 
 class NativeBackend:
@@ -99,7 +87,16 @@ class NativeBackend:
         self._model = _model_code("cpu_sim" if reference == "cpu_sim" else exp_model)
         self._reference = REFERENCE_CODES[reference]
         mod = _native()
-        self._ffi, self._lib = mod.ffi, mod.lib
+        self._lib, self._buf, self._null = mod.lib, mod.ffi.from_buffer, mod.ffi.NULL
+
+    def _acc(self, acc: np.ndarray | None, shape: tuple[int, int], what: str) -> Any:
+        """The accumulator of a TMATMUL_ACC as a C pointer, NULL for a TMATMUL."""
+        if acc is None:
+            return self._null
+        a = _f32(acc)
+        if a.shape != shape:
+            raise ValueError(f"{what}: the accumulator is {a.shape}, the product {shape}")
+        return self._buf(F32_BUF, a)
 
     def compute_qk(self, q: np.ndarray, k: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
         q16, k16, elem = _operands(q, k)
@@ -108,10 +105,9 @@ class NativeBackend:
         if head_k != head:
             raise ValueError(f"compute_qk: q is {q16.shape}, k is {k16.shape}; HEAD differs")
         out = np.empty((m, n), F32)
-        ffi = self._ffi
-        acc_ptr, _keep = _acc_ptr(ffi, acc, (m, n), "compute_qk")
-        _check(self._lib.tfa_compute_qk(_ptr(ffi, "uint16_t *", q16), _ptr(ffi, "uint16_t *", k16),
-                                        m, n, head, elem, acc_ptr, self._reference, _ptr(ffi, "float *", out)),
+        buf = self._buf
+        _check(self._lib.tfa_compute_qk(buf(U16_BUF, q16), buf(U16_BUF, k16), m, n, head, elem,
+                                        self._acc(acc, (m, n), "compute_qk"), self._reference, buf(F32_BUF, out)),
                "compute_qk")
         return out
 
@@ -126,12 +122,12 @@ class NativeBackend:
         l = np.empty(rows, F32) if first else np.array(l_prev, dtype=F32, copy=True)
         l1_exp_max = np.empty(rows, F32)
         x_exp = np.empty((rows, cols), opt.out_dtype)
-        ffi = self._ffi
-        mask_ptr = ffi.NULL if opt.mask is None else _ptr(ffi, "uint8_t *", np.ascontiguousarray(opt.mask))
+        buf = self._buf
+        mask_ptr = self._null if opt.mask is None else buf(U8_BUF, np.ascontiguousarray(opt.mask))
         _check(self._lib.tfa_compute_p(
-            _ptr(ffi, "float *", x32), mask_ptr, rows, cols, float(F32(scale)), float(opt.softcap), int(first),
-            self._model, self._reference, _elem_code(opt.out_dtype), _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
-            _ptr(ffi, "float *", l1_exp_max), _ptr(ffi, "uint16_t *", x_exp.view(np.uint16))), "compute_p")
+            buf(F32_BUF, x32), mask_ptr, rows, cols, float(F32(scale)), float(opt.softcap), int(first),
+            self._model, self._reference, _elem_code(opt.out_dtype), buf(F32_BUF, m), buf(F32_BUF, l),
+            buf(F32_BUF, l1_exp_max), buf(U16_BUF, x_exp)), "compute_p")
         return PResult(x_exp, l1_exp_max, m, l)
 
     def compute_pv(self, p: np.ndarray, v: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
@@ -141,34 +137,28 @@ class NativeBackend:
         if t_v != t:
             raise ValueError(f"compute_pv: p is {p16.shape}, v is {v16.shape}; T differs")
         out = np.empty((m, n), F32)
-        ffi = self._ffi
-        acc_ptr, _keep = _acc_ptr(ffi, acc, (m, n), "compute_pv")
-        _check(self._lib.tfa_compute_pv(_ptr(ffi, "uint16_t *", p16), _ptr(ffi, "uint16_t *", v16),
-                                        m, t, n, elem, acc_ptr, self._reference, _ptr(ffi, "float *", out)),
+        buf = self._buf
+        _check(self._lib.tfa_compute_pv(buf(U16_BUF, p16), buf(U16_BUF, v16), m, t, n, elem,
+                                        self._acc(acc, (m, n), "compute_pv"), self._reference, buf(F32_BUF, out)),
                "compute_pv")
         return out
 
     def compute_gu(self, o: np.ndarray | None, pv: np.ndarray, l1_exp_max: np.ndarray) -> np.ndarray:
         pv32 = _f32(pv)
         rows, cols = pv32.shape
-        ffi = self._ffi
         if o is None:
             out = np.empty((rows, cols), F32)
-            self._lib.tfa_compute_gu(_ptr(ffi, "float *", out), _ptr(ffi, "float *", pv32), ffi.NULL,
-                                     rows, cols, 1)
+            self._lib.tfa_compute_gu(self._buf(F32_BUF, out), self._buf(F32_BUF, pv32), self._null, rows, cols, 1)
             return out
         out = np.array(o, dtype=F32, order="C", copy=True)  # the kernel updates in place
-        g = _f32(l1_exp_max)
-        self._lib.tfa_compute_gu(_ptr(ffi, "float *", out), _ptr(ffi, "float *", pv32),
-                                 _ptr(ffi, "float *", g), rows, cols, 0)
+        self._lib.tfa_compute_gu(self._buf(F32_BUF, out), self._buf(F32_BUF, pv32),
+                                 self._buf(F32_BUF, _f32(l1_exp_max)), rows, cols, 0)
         return out
 
     def normalize(self, o: np.ndarray, l2_global_sum: np.ndarray) -> np.ndarray:
         out = np.array(o, dtype=F32, order="C", copy=True)  # the kernel divides in place
         rows, cols = out.shape
-        l32 = _f32(l2_global_sum)
-        ffi = self._ffi
-        self._lib.tfa_normalize(_ptr(ffi, "float *", out), _ptr(ffi, "float *", l32), rows, cols)
+        self._lib.tfa_normalize(self._buf(F32_BUF, out), self._buf(F32_BUF, _f32(l2_global_sum)), rows, cols)
         return out
 
     def combine(self, o_parts: Sequence[np.ndarray], m_parts: Sequence[np.ndarray],
@@ -176,10 +166,9 @@ class NativeBackend:
         o, m, l = combine_parts(o_parts, m_parts, l_parts)  # fresh C-contiguous stacks
         n_parts, rows, cols = o.shape
         out = np.empty((rows, cols), F32)
-        ffi = self._ffi
-        _check(self._lib.tfa_combine(_ptr(ffi, "float *", o), _ptr(ffi, "float *", m), _ptr(ffi, "float *", l),
-                                     n_parts, rows, cols, float(F32(scale)), self._model,
-                                     _ptr(ffi, "float *", out)), "combine")
+        buf = self._buf
+        _check(self._lib.tfa_combine(buf(F32_BUF, o), buf(F32_BUF, m), buf(F32_BUF, l), n_parts, rows, cols,
+                                     float(F32(scale)), self._model, buf(F32_BUF, out)), "combine")
         return out
 
 
@@ -189,7 +178,7 @@ def native_exp(x: np.ndarray, model: str = "tfa") -> np.ndarray:
     mod = _native()
     x32 = _f32(x)
     out = np.empty(x32.shape, F32)
-    mod.lib.tfa_exp(_ptr(mod.ffi, "float *", x32), _ptr(mod.ffi, "float *", out), x32.size, code)
+    mod.lib.tfa_exp(mod.ffi.from_buffer(F32_BUF, x32), mod.ffi.from_buffer(F32_BUF, out), x32.size, code)
     return out
 
 
@@ -199,7 +188,7 @@ def native_row_sum(x: np.ndarray) -> np.ndarray:
     x32 = _f32(x)
     rows, cols = x32.shape
     out = np.empty(rows, F32)
-    mod.lib.tfa_row_sum(_ptr(mod.ffi, "float *", x32), rows, cols, _ptr(mod.ffi, "float *", out))
+    mod.lib.tfa_row_sum(mod.ffi.from_buffer(F32_BUF, x32), rows, cols, mod.ffi.from_buffer(F32_BUF, out))
     return out
 
 
@@ -208,7 +197,7 @@ def native_tanh(x: np.ndarray) -> np.ndarray:
     mod = _native()
     x32 = _f32(x)
     out = np.empty(x32.shape, F32)
-    mod.lib.tfa_tanh(_ptr(mod.ffi, "float *", x32), _ptr(mod.ffi, "float *", out), x32.size)
+    mod.lib.tfa_tanh(mod.ffi.from_buffer(F32_BUF, x32), mod.ffi.from_buffer(F32_BUF, out), x32.size)
     return out
 
 
@@ -218,8 +207,8 @@ def native_narrow(x: np.ndarray, dtype: Any = F16) -> np.ndarray:
     mod = _native()
     x32 = _f32(x)
     out = np.empty(x32.shape, dt)
-    _check(mod.lib.tfa_narrow(_ptr(mod.ffi, "float *", x32), _ptr(mod.ffi, "uint16_t *", out.view(np.uint16)),
-                              x32.size, _elem_code(dt)), "narrow")
+    _check(mod.lib.tfa_narrow(mod.ffi.from_buffer(F32_BUF, x32), mod.ffi.from_buffer(U16_BUF, out), x32.size,
+                              _elem_code(dt)), "narrow")
     return out
 
 

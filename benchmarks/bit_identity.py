@@ -1,0 +1,106 @@
+"""sha256 of o.npy and of every intermediate dump, over configs × backends × references: record, then compare.
+
+Run: ``python benchmarks/bit_identity.py record FILE`` in one tree, ``python benchmarks/bit_identity.py compare
+FILE`` in another; ``compare`` prints each difference and exits 1 if there is one.  A speed change to the stage
+kernels must leave every hash of ``bit_identity_af08600.json`` (recorded at af08600, issue 34) as it is.  The
+configs cover TILE_S1 128/256/512, CUBE_S1 64, HEAD 64 and 256 (two QK K panels: TMATMUL_ACC), short blocks
+(rows not a multiple of 4), causal and window masks, softcap, bf16, split-S1 with GQA (the combine), and the
+S0 = 512, S1 = 8192 benchmark case; each runs on both backends in both references (``numerics.reference``).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: name → overrides of the shipped case ``case_float_H_128_S0_128_S1_1024`` (910b2)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "t256": {"case.s0": 256},
+    "t128": {"tiling.tile_s1": 128},
+    "t512": {"case.s1": 2048, "tiling.tile_s1": 512},
+    "cube_s1_64": {"tiling.cube_s1": 64},
+    "head64": {"case.head": 64, "case.s0": 256},
+    "head256": {"case.head": 256, "case.s1": 512, "tiling.cube_s0": 64, "tiling.tile_s1": 128},
+    "short_rows": {"case.s0": 100, "case.s1": 768},
+    "causal": {"case.s0": 512, "case.s1": 512, "case.causal": True},
+    "bf16": {"case.dtype": "bf16"},
+    "bf16_causal_h64_c64": {"case.dtype": "bf16", "case.causal": True, "case.head": 64, "case.s0": 256,
+                            "case.s1": 512, "tiling.cube_s1": 64, "tiling.tile_s1": 128},
+    "window_softcap_bf16": {"case.causal": True, "case.window": 200, "case.softcap": 20.0, "case.dtype": "bf16",
+                            "case.s0": 256, "case.s1": 512, "tiling.cube_s0": 64},
+    "softcap": {"case.softcap": 30.0},
+    "split_gqa": {"case.s0": 16, "case.s1": 4096, "case.heads": 8, "case.kv_heads": 2, "schedule.s1_split": 4,
+                  "schedule.gqa_pack": True},
+    "split_bf16": {"case.s0": 100, "case.s1": 4096, "case.dtype": "bf16", "schedule.s1_split": 4},
+    "s0_512_s1_8192": {"case.s0": 512, "case.s1": 8192},
+}
+BACKENDS = ("numpy", "native")
+REFERENCES = ("npu", "cpu_sim")
+
+
+def run_hashes(overrides: dict[str, Any], backend: str, reference: str, tmp: Path) -> dict[str, str]:
+    """Run one config with dumps into ``tmp``; sha256 of o.npy and of each file under dumps/ (the .npy and .bin
+    dumps, and manifest.json with each dump's instruction and cycles)."""
+    import tfa_sim
+
+    out = tmp / f"{backend}-{reference}"
+    settings = {**overrides, "numerics.backend": backend, "numerics.reference": reference,
+                "numerics.intermediate_check": True}
+    tfa_sim.run(case="case_float_H_128_S0_128_S1_1024", overrides=settings, hw="910b2", event_log=False, out=out)
+    files = [out / "o.npy", *sorted((out / "dumps").iterdir())]
+    return {f.relative_to(out).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def digest(files: dict[str, str]) -> dict[str, Any]:
+    """One run's hashes kept short: o.npy's, one sha256 over every dump's name and hash, and the dump count."""
+    dumps = sorted((f, h) for f, h in files.items() if f != "o.npy")
+    joined = "".join(f"{f} {h}\n" for f, h in dumps).encode()
+    return {"o.npy": files["o.npy"], "dumps": hashlib.sha256(joined).hexdigest(), "dump_files": len(dumps)}
+
+
+def record() -> dict[str, dict[str, dict[str, Any]]]:
+    """Every config × backend × reference: {config: {"backend/reference": digest}} (:func:`digest`)."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, overrides in CONFIGS.items():
+        table[name] = {}
+        for backend in BACKENDS:
+            for reference in REFERENCES:
+                with tempfile.TemporaryDirectory() as tmp:
+                    table[name][f"{backend}/{reference}"] = digest(run_hashes(overrides, backend, reference, Path(tmp)))
+        print(f"{name}: {sum(1 + v['dump_files'] for v in table[name].values())} files", flush=True)
+    return table
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One line per run whose o.npy, dumps or dump count differs, or that only one of the two tables has."""
+    lines = []
+    for name in sorted(set(old) | set(new)):
+        for run in sorted(set(old.get(name, {})) | set(new.get(name, {}))):
+            a, b = old.get(name, {}).get(run, {}), new.get(name, {}).get(run, {})
+            lines += [f"{name} {run} {f}: {a.get(f, 'missing')} -> {b.get(f, 'missing')}"
+                      for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+    return lines
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("action", choices=("record", "compare"))
+    p.add_argument("file", type=Path, help="the JSON table of hashes (written by record, read by compare)")
+    args = p.parse_args()
+    table = record()
+    if args.action == "record":
+        args.file.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+        return 0
+    diff = differences(json.loads(args.file.read_text()), table)
+    print("\n".join(diff) if diff else "")
+    n = sum(1 + d["dump_files"] for runs in table.values() for d in runs.values())
+    print(f"{len(CONFIGS)} configs, {n} files: {len(diff)} differ")
+    return 1 if diff else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
