@@ -30,37 +30,41 @@ def timing(case: dict, schedule: dict | None = None, build: str = "manual"):
     ({"batch": 1, "heads": 8, "kv_heads": 2, "s0": 16, "s1": 8192}, {"qk_preload": 2}, [[8, 6], [8, 10]]),
 ])
 def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
-    """Blocks of one shape in whole waves: the fold's linear combination is the full run's time (the
-    steady state repeats exactly) and its bytes are the full run's bytes.  The jit build: its first wave reads
-    K and V from HBM, which staggers the cores the same way in every wave; with the manual build's prefetch the
-    cores meet in the L2 differently from wave to wave (test_a_prefetched_launch_folds_closely)."""
+    """Blocks of one shape in whole waves: the fold's linear combination is the full run's time within 1 % and
+    its bytes are the full run's bytes.  (Before the chip had a shared sync unit the steady state repeated
+    exactly; the unit's queue now carries some of one wave's traffic into the next and, along the tiles, grows
+    a little faster than linearly on these decode launches, whose cores wait for it most of the time.)  The jit
+    build: its first wave reads K and V from HBM, which staggers the cores the same way in every wave."""
     config, hw = timing(case, schedule, "jit")
     full = simulate(config, hw, None, log_events=False)
     folded = simulate(config, hw, None, log_events=False, fold=True)
     assert folded.folded[0]["samples"] == samples
-    assert folded.total_cycles == pytest.approx(full.total_cycles, rel=1e-4)
+    assert folded.total_cycles == pytest.approx(full.total_cycles, rel=0.01)
     assert (folded.gm_bytes, folded.hbm_bytes) == (full.gm_bytes, full.hbm_bytes)
+    assert folded.sync_messages == pytest.approx(full.sync_messages, rel=1e-3)
     assert folded.blocks == full.blocks and folded.waves == full.waves
-    # busy and stall cycles fold like the time: the report's shares and stalls are the full run's
+    # busy and stall cycles fold like the time: the report's shares and stalls are close to the full run's
     a, b = timing_summary(full, config), timing_summary(folded, config)
     assert a["bound_pipe"] == b["bound_pipe"]
-    assert b["pipe_busy_mean"] == pytest.approx(a["pipe_busy_mean"], abs=0.005)
+    assert b["pipe_busy_mean"] == pytest.approx(a["pipe_busy_mean"], abs=0.015)
     for stage, causes in a["stalls"].items():
-        assert sum(b["stalls"][stage].values()) == pytest.approx(sum(causes.values()), rel=0.05)
+        assert sum(b["stalls"][stage].values()) == pytest.approx(sum(causes.values()), rel=0.15)
 
 
-@pytest.mark.parametrize(("build", "s1"), [("manual", 4096), ("dsl", 16384)])
-def test_a_prefetched_or_persistent_launch_folds_closely(build, s1):
+@pytest.mark.parametrize(("build", "case"), [("manual", {"batch": 4, "s1": 4096}),
+                                             ("dsl", {"heads": 1, "kv_heads": 1, "s0": 128 * 100, "s1": 8192})])
+def test_a_prefetched_or_persistent_launch_folds_closely(build, case):
     """The manual build (inputs prefetched into the L2) and the dsl build (a persistent grid whose cores run
     their units back to back: the fold's waves are units per core, sampled from the second on, the cuts keep
     the units' phase of the credit rule) fold to within 1 % of the full run."""
-    config, hw = timing({"batch": 4, "s1": s1}, {}, build)
+    config, hw = timing(case, {}, build)
     full = simulate(config, hw, None, log_events=False)
     folded = simulate(config, hw, None, log_events=False, fold=True)
-    tiles = s1 // 256
+    tiles = case["s1"] // 256
     k1, k2 = cuts(config.schedule.qk_preload, 4, tiles if build == "dsl" else None)
+    rest = config.case.batch * config.case.heads * -(-config.case.s0 // 128) % 24  # the partial wave's blocks
     w = 2 if build == "dsl" else 1
-    assert folded.folded[0]["samples"] == [[n, k] for n in (24 * w, 24 * w + 24, 24 * w + 8) for k in (k1, k2)]
+    assert folded.folded[0]["samples"] == [[n, k] for n in (24 * w, 24 * w + 24, 24 * w + rest) for k in (k1, k2)]
     assert folded.total_cycles == pytest.approx(full.total_cycles, rel=0.01)
     assert folded.gm_bytes == full.gm_bytes
 
