@@ -10,9 +10,10 @@ in mechanisms, not in fitted values, so one fit describes a card.
 The search is deterministic and starts from no preset value: a log-spaced grid over the searched parameters'
 bounds (the core stagger solved linearly with the launch values), then a finer grid around the best node with
 that stagger inside the simulations, each searched parameter then polished between its fine neighbours and
-the stagger within half and twice its estimate (Brent's method).  Each node simulates every distinct launch once (cached; long launches folded, their
-samples shared between launches of one program, :func:`tfa_sim.sim.fold.folded_cycles`; the nodes' launches
-split between two processes where a CPU is free); the node whose errors are all within :data:`MAX_ERROR`
+the stagger within half and twice its estimate (Brent's method).  Each node simulates every distinct launch
+once (cached; long launches folded, their samples shared between launches of one program,
+:func:`tfa_sim.sim.fold.folded_cycles`; the nodes' launches split between two processes where a CPU is free);
+the node whose errors are all within :data:`MAX_ERROR`
 (when any is) with the lowest mean absolute percentage error wins, and its predictions are the full model's.
 Cross-validation (:func:`cross_validate`) leaves each shape out (both hosts, both timings of it) and predicts
 it from a refit to the rest among the nodes the full fit visited, so a fold costs one simulation.

@@ -18,9 +18,9 @@ from typing import Any
 
 from tfa_sim.explore.sweep.schema import SCHEMA
 from tfa_sim.explore.sweep.spec import Sweep
-from tfa_sim.spec.config import merge
+from tfa_sim.spec.config import build_defaults, merge
 
-SHAPE_SECTIONS = ("case", "hardware")
+SHAPE_SECTIONS = ("case", "hardware", "kernel")  # the problem, the chip and the build: a point's shape
 
 
 def point_key(config: dict[str, Any]) -> str:
@@ -77,10 +77,13 @@ def shape_label(shape: tuple) -> str:
 
 
 def reference_config(full: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The filled config of the reference point of ``full``'s shape: default tiling and schedule, timing only."""
+    """The filled config of the reference point of ``full``'s shape: the build's default tiling and schedule
+    (docs/kernel.md, "Builds"), timing only."""
     out = {s: dict(SCHEMA[s]) for s in SCHEMA}
     for section in SHAPE_SECTIONS:
         out[section] = dict(full[section])
+    for (section, key), value in build_defaults(full["kernel"]["build"], out).items():
+        out[section][key] = value
     out["numerics"]["enabled"] = False
     return out
 

@@ -107,10 +107,11 @@ def verdicts(top: list[dict[str, Any]], defaults: dict[str, Any] | None, metric:
 
 
 def knob_verdicts(ranked: list[dict[str, Any]], candidates: list[Candidate], axes: dict[str, list[Any]],
-                  metric: str) -> list[str]:
+                  metric: str, ratio: float | None) -> list[str]:
     """Per knob of the space (with more than one value): which value wins, and each other value's best against
-    the best's 90 % interval — simulated where the search simulated it, else the screen's estimate (named as
-    such) — so that the report says whether the model can tell the values apart."""
+    the best's 90 % interval — simulated where the search simulated it, else the screen's estimate times
+    ``ratio``, the most favourable simulated/estimated ratio the search saw (what the stopping rule assumes;
+    named as such) — so that the report says whether the model can tell the values apart."""
     if not ranked or (span := interval(ranked[0], metric)) is None:
         return []
     best, out = ranked[0], []
@@ -126,8 +127,8 @@ def knob_verdicts(ranked: list[dict[str, Any]], candidates: list[Candidate], axe
             if not simulated and not estimated:
                 parts.append(f"{value}: none legal")
                 continue
-            figure = min(simulated) if simulated else min(estimated)
-            how = "" if simulated else " (screen estimate)"
+            figure = min(simulated) if simulated else min(estimated) * (ratio or 1.0)
+            how = "" if simulated else f" (screen estimate × {ratio or 1.0:.3g})"
             inside = "inside the interval: not told apart" if figure <= span[1] else "outside: worse"
             parts.append(f"{value} {figure / best['metric'] - 1:+.1%}{how}, {inside}")
         out.append(f"{axis}: {best['overrides'][axis]} wins; " + "; ".join(parts))
@@ -155,7 +156,8 @@ def summarise(space: Space, candidates: list[Candidate], search: Search, info: d
                        "agreement": agreement(search)},
             "defaults": _defaults_entry(reference, defaults, metric), "best": best, "top": ranked[:top],
             "verdicts": verdicts(ranked, defaults, metric) if ranked else [],
-            "knob_verdicts": knob_verdicts(ranked, candidates, dict(space.sweep.axes), metric),
+            "knob_verdicts": knob_verdicts(ranked, candidates, dict(space.sweep.axes), metric,
+                                           agreement(search).get("ratio_min")),
             "stall_changes": stall_changes(defaults, best) if best and defaults and "stalls" in defaults else [],
             "seconds": info["seconds"], "candidates": [candidate_entry(c) for c in candidates]}
 

@@ -13,13 +13,16 @@ period, buffer counts), its rows, whether it is a split-S1 chunk and, for a mask
 sub-tiles it sees; so probes are cached under that key (:func:`probe_key`), and the knobs that only change
 the block list — ``block_order``, ``s1_split``, ``gqa_pack``, ``hardware.cores`` — cost no new probe.
 
-The **launch estimate** uses the candidate's real block list (``make_blocks``, ``order_blocks``: the
-blocks each core runs, in dispatch order).  Core c starts ``c · core_stagger`` cycles in and has the work
-Σ over its blocks of fill + tiles · per_tile (cycles at full speed) and the bytes Σ fill bytes + tiles ·
-bytes per tile.  The cores share the chip's L2 and HBM as the engine shares them, in proportion to what
-they ask for once together they ask for more (docs/timing.md, "GM moves"): a fluid model advances every
-running core at ``min(1, l2_bandwidth / Σ L2 demand, hbm_bandwidth / Σ HBM demand)`` of its full speed,
-the demands of the cores still running, until the last core ends (:func:`fluid_end`).  The HBM bytes of a
+The **launch estimate** uses the candidate's real block list (``make_blocks``, ``order_blocks`` or, for the
+dsl build's persistent grid, ``persistent_order``: the blocks each core runs, in dispatch order).  Core c
+starts ``c · core_stagger`` cycles in and has the work Σ over its blocks of fill + tiles · per_tile (cycles at
+full speed), the bytes Σ fill bytes + tiles · bytes per tile and likewise the cross-core flag messages.  The
+cores share the chip's L2 and HBM as the engine shares them, in proportion to what they ask for once together
+they ask for more (docs/timing.md, "GM moves"), and the chip's sync unit, one message per
+``sync.ffts_service`` cycles (docs/timing.md, "Cross-core sync"): a fluid model advances every running core at
+``min(1, l2_bandwidth / Σ L2 demand, hbm_bandwidth / Σ HBM demand, 1 / (ffts_service · Σ messages per
+cycle))`` of its full speed, the demands of the cores still running, until the last core ends
+(:func:`fluid_end`).  The HBM bytes of a
 launch are the Q of every block and the K/V tiles of every (batch, K/V head) once: only a line's first
 reader misses.  A split-S1 run adds the launch gap and the combine launch, whose blocks are probed whole
 (one per rows and chunk count).  Everything else — latencies under contention, the diagonal tiles of a
@@ -36,7 +39,7 @@ import numpy as np
 
 from tfa_sim.engine.chip import SimResult
 from tfa_sim.sim.fold import sample_blocks
-from tfa_sim.spec.blocks import Block, config_mask, make_blocks, order_blocks
+from tfa_sim.spec.blocks import Block, config_mask, make_blocks, order_blocks, persistent_order
 from tfa_sim.spec.config import CaseConfig, Config
 from tfa_sim.spec.errors import ScheduleError
 from tfa_sim.spec.hardware import Hardware, load_hardware
@@ -62,6 +65,8 @@ class Probe:
     tile_bytes: float = 0.0
     fill_hbm: float = 0.0
     tile_hbm: float = 0.0
+    fill_sync: float = 0.0  # cross-core flag messages (engine/ffts.py)
+    tile_sync: float = 0.0
     busy: tuple[tuple[str, float], ...] = ()
     error: str | None = None
 
@@ -74,9 +79,11 @@ class Probe:
         return max(self.busy, key=lambda kv: kv[1])[0] if self.busy else ""
 
 
-def probe_cuts(tiles: int, qk_preload: int) -> tuple[int, ...]:
-    """The tile counts a probe simulates a block of ``tiles`` tiles at (one count: the block is one tile)."""
-    longest = min(tiles, qk_preload + PROBE_TILES[1])
+def probe_cuts(tiles: int, qk_preload: int, period: int = 1) -> tuple[int, ...]:
+    """The tile counts a probe simulates a block of ``tiles`` tiles at (one count: the block is one tile); the
+    longer lies whole consumer sync periods past the shorter (the credit rule repeats every ``period`` tiles)."""
+    step = PROBE_TILES[1] - PROBE_TILES[0]
+    longest = min(tiles, qk_preload + PROBE_TILES[0] + period * -(-step // period))
     if longest < 2:
         return (longest,)
     return min(qk_preload + PROBE_TILES[0], longest - 1), longest
@@ -96,7 +103,7 @@ def block_class(block: Block) -> tuple:
 
 def probe_key(config: Config, block: Block) -> Hashable:
     """The cache key of a probe of ``block`` (a class's representative) under ``config``."""
-    cuts = probe_cuts(block.tiles, config.schedule.qk_preload)
+    cuts = probe_cuts(block.tiles, config.schedule.qk_preload, config.schedule.cv_fifo_cons_sync_period)
     seen: tuple = ()
     if block.mask.kind != "none":  # which tiles and sub-tiles the cut block sees, and which rows it has
         seen = (block.rows.pos.tobytes(), block.tile_ids[:cuts[-1]], block.active[:cuts[-1]])
@@ -112,31 +119,32 @@ def probe_config(config: Config) -> Config:
                                                                                gqa_pack=False))
 
 
-def _figures(result: SimResult) -> tuple[float, float, float, dict[str, float]]:
+def _figures(result: SimResult) -> tuple[list[float], dict[str, float]]:
+    """(cycles, L2 bytes, HBM bytes, sync messages) and each pipe kind's busy cycles of a probe run."""
     busy: dict[str, float] = {}
     for name, cycles in result.stats.busy.items():
         kind = pipe_kind(name)
         busy[kind] = max(busy.get(kind, 0.0), cycles)
-    return result.total_cycles, float(result.gm_bytes), float(result.hbm_bytes), busy
+    return [result.total_cycles, float(result.gm_bytes), float(result.hbm_bytes), float(result.sync_messages)], busy
 
 
 def run_probe(config: Config, hw: Hardware, block: Block) -> Probe:
     """Probe ``block`` (see the module docstring)."""
     kernel = TfaKernel(probe_config(config), hw)
-    cuts = probe_cuts(block.tiles, config.schedule.qk_preload)
+    cuts = probe_cuts(block.tiles, config.schedule.qk_preload, config.schedule.cv_fifo_cons_sync_period)
     try:
         runs = [_figures(sample_blocks(kernel, hw, [block], k)) for k in cuts]
     except ScheduleError as exc:
         return Probe(error=str(exc))
     if len(cuts) == 1:
-        cycles, gm, hbm, busy = runs[0]
-        return Probe(fill=cycles, fill_bytes=gm, fill_hbm=hbm, busy=tuple(sorted(busy.items())))
-    (a, b), (lo, hi) = cuts, runs
-    slope = [(y - x) / (b - a) for x, y in zip(lo[:3], hi[:3])]
-    fill = [y - b * s for y, s in zip(hi[:3], slope)]
-    busy = {k: (hi[3].get(k, 0.0) - lo[3].get(k, 0.0)) / (b - a) for k in hi[3]}
+        (cycles, gm, hbm, sync), busy = runs[0]
+        return Probe(fill=cycles, fill_bytes=gm, fill_hbm=hbm, fill_sync=sync, busy=tuple(sorted(busy.items())))
+    (a, b), ((lo, lo_busy), (hi, hi_busy)) = cuts, runs
+    slope = [(y - x) / (b - a) for x, y in zip(lo, hi)]
+    fill = [y - b * s for y, s in zip(hi, slope)]
+    busy = {k: (hi_busy.get(k, 0.0) - lo_busy.get(k, 0.0)) / (b - a) for k in hi_busy}
     return Probe(fill=fill[0], per_tile=slope[0], fill_bytes=fill[1], tile_bytes=slope[1], fill_hbm=fill[2],
-                 tile_hbm=slope[2], busy=tuple(sorted(busy.items())))
+                 tile_hbm=slope[2], fill_sync=fill[3], tile_sync=slope[3], busy=tuple(sorted(busy.items())))
 
 
 def combine_probe(blocks: Sequence[Block], config: Config, hw: Hardware, rows: int, chunks: int) -> Probe:
@@ -144,10 +152,10 @@ def combine_probe(blocks: Sequence[Block], config: Config, hw: Hardware, rows: i
     kernel = CombineKernel(blocks, config.case.head, TfaKernel(probe_config(config), hw).costs, np.float32(1), None)
     block = next(b for b in kernel.blocks if (b.n_rows, len(b.chunks)) == (rows, chunks))
     try:
-        cycles, gm, hbm, busy = _figures(sample_blocks(kernel, hw, [block]))
+        (cycles, gm, hbm, sync), busy = _figures(sample_blocks(kernel, hw, [block]))
     except ScheduleError as exc:
         return Probe(error=str(exc))
-    return Probe(fill=cycles, fill_bytes=gm, fill_hbm=hbm, busy=tuple(sorted(busy.items())))
+    return Probe(fill=cycles, fill_bytes=gm, fill_hbm=hbm, fill_sync=sync, busy=tuple(sorted(busy.items())))
 
 
 @dataclass
@@ -169,7 +177,9 @@ class Layout:
 def make_layout(config: Config, hw: Hardware, mask: Mask) -> Layout:
     """The :class:`Layout` of ``config`` on ``hw`` (the cores it uses: ``hardware.cores`` applied)."""
     cores = hw.cube_cores
-    blocks = order_blocks(make_blocks(config, mask, cores), config.schedule.block_order, cores)
+    made = make_blocks(config, mask, cores)
+    blocks = persistent_order(made, cores) if config.kernel.build == "dsl" else \
+        order_blocks(made, config.schedule.block_order, cores)
     n = min(cores, len(blocks))
     classes: list[tuple] = []
     rep: list[Block] = []
@@ -228,11 +238,16 @@ def estimate_launch(layout: Layout, probes: Sequence[Sequence[Probe]], hw: Hardw
     kv = np.array([max(ps, key=lambda p: p.tile_hbm).tile_hbm for ps in probes])
     hbm_total = layout.counts.sum(axis=0) @ np.array([[p.fill_hbm for p in ps] for ps in probes]).T + \
         layout.kv_tiles * kv
+    sync = layout.counts @ np.array([[p.fill_sync for p in ps] for ps in probes]).T + \
+        layout.tiles @ np.array([[p.tile_sync for p in ps] for ps in probes]).T
     share = l2 / np.maximum(l2.sum(axis=0), 1.0)  # each core's part of the launch's HBM bytes
-    work, l2, hbm = work.T, l2.T, (share * hbm_total).T
+    work, l2, hbm, sync = work.T, l2.T, (share * hbm_total).T, sync.T
     safe = np.maximum(work, 1.0)
     start = np.arange(layout.cores) * hw.overhead.core_stagger
-    return fluid_end(start, work, [(l2 / safe, hw.gm.l2_bandwidth), (hbm / safe, hw.gm.hbm_bandwidth)])
+    demand = [(l2 / safe, hw.gm.l2_bandwidth), (hbm / safe, hw.gm.hbm_bandwidth)]
+    if hw.sync.ffts_service > 0:  # the sync unit serves one message per ffts_service cycles
+        demand.append((sync / safe, 1.0 / hw.sync.ffts_service))
+    return fluid_end(start, work, demand)
 
 
 def estimate_combine(layout: Layout, probes: dict[tuple[int, int], Probe], hw: Hardware) -> float:
