@@ -111,7 +111,7 @@ def ideal_hardware(config):
     free_moves = {f"move.{f.name}": float("inf") for f in dataclasses.fields(hw.move)}
     return hw.with_values({**free_moves, "gm.l2_bandwidth": float("inf"), "gm.hbm_bandwidth": float("inf"),
                            "gm.l2_latency": 0.0, "gm.miss_latency": 0.0, "sync.flag_latency": 0.0,
-                           "overhead.block_dispatch": 0.0}).with_cores(1)
+                           "sync.ffts_service": 0.0, "overhead.block_dispatch": 0.0}).with_cores(1)
 
 
 def two_resource_recurrence(config, costs):

@@ -222,11 +222,12 @@ class Flag(Pool):
     """A counting flag: ``set`` adds one (after ``latency`` cycles), a request consumes one.
 
     ``cause`` says what a wait on it means: ``data`` (a ready flag) or ``credit``
-    (a consumed flag, the FIFO's back-pressure).
+    (a consumed flag, the FIFO's back-pressure).  A grant's ``value`` is the cycles its set took from the
+    setter's completion to the flag (the sync unit's queue and service, then the latency): the critical path's
+    edge.
     """
 
     triggered = True  # as a granted request (see Pool.request)
-    value = None
 
     def __init__(self, env: simpy.Environment, name: str, latency: float = 0.0, cause: str = "data",
                  owner_pipe: Any = None, ffts: Ffts | None = None) -> None:
@@ -235,9 +236,10 @@ class Flag(Pool):
         self.ffts = ffts  # the chip's sync unit every set passes through (None: a set is never delayed by others)
         self.cause = cause
         self.count = 0  # sets arrived and not yet waited for
-        self.setters: deque[Any] = deque()  # who set each arrived count, oldest first
-        self.in_flight: deque[tuple[float, Any]] = deque()  # (arrival cycle, setter) of sets still on their way
+        self.setters: deque[tuple[Any, float]] = deque()  # (setter, its delay) of each arrived count, oldest first
+        self.in_flight: deque[tuple[float, Any, float]] = deque()  # (arrival, setter, delay) of sets on their way
         self.pred: Any = None  # the setter of the count the last grant took
+        self.value: Any = 0.0  # that set's delay
         self._alarm = -1.0  # the cycle of the arrival an event is scheduled for (-1: none)
 
     def request(self, tag: Any = None) -> Any:
@@ -245,7 +247,7 @@ class Flag(Pool):
         if self.in_flight:
             self._settle()
         if not self.waiters and self.count:
-            self.pred = self._grant(tag)[1]
+            self.value, self.pred = self._grant(tag)
             return self
         pending = self._queue(tag)
         self._arm()
@@ -254,9 +256,10 @@ class Flag(Pool):
     def _can_grant(self, tag: Any) -> bool:
         return self.count > 0
 
-    def _grant(self, tag: Any) -> tuple[None, Any]:
+    def _grant(self, tag: Any) -> tuple[float, Any]:
         self.count -= 1
-        return None, self.setters.popleft()
+        by, delay = self.setters.popleft()
+        return delay, by
 
     def set(self, by: Any = None) -> None:
         """``by`` (an instruction) signals the flag with a message of its own (see :meth:`post`)."""
@@ -268,10 +271,11 @@ class Flag(Pool):
 
         A set on its way costs no event unless somebody waits for it (or the counter would overflow).
         """
-        if not self.latency and served <= now(self.env):
-            self._arrive(by)
+        sent = now(self.env)
+        if not self.latency and served <= sent:
+            self._arrive(by, 0.0)
             return
-        self.in_flight.append((served + self.latency, by))
+        self.in_flight.append((served + self.latency, by, served + self.latency - sent))
         if self.waiters or self.count + len(self.in_flight) > FLAG_MAX:
             self._arm()
 
@@ -291,7 +295,8 @@ class Flag(Pool):
         """Count the sets whose arrival cycle has come, and wake waiters."""
         t, in_flight = now(self.env), self.in_flight
         while in_flight and in_flight[0][0] <= t:
-            self._arrive(in_flight.popleft()[1])
+            _, by, delay = in_flight.popleft()
+            self._arrive(by, delay)
 
     @property
     def pending(self) -> int:
@@ -305,9 +310,9 @@ class Flag(Pool):
         self.in_flight.clear()
         self._alarm = -1.0
 
-    def _arrive(self, by: Any) -> None:
+    def _arrive(self, by: Any, delay: float) -> None:
         self.count += 1
-        self.setters.append(by)
+        self.setters.append((by, delay))
         if self.count > FLAG_MAX:
             raise HazardError(f"flag {self.name} set {self.count} times without a wait (counter max "
                               f"{FLAG_MAX}) at cycle {self.env.now:.0f}")

@@ -61,7 +61,7 @@ class StreamWait:
     def granted(self, flag: Flag, grant: Flag | Pending) -> None:
         """One count of ``flag`` was taken; remember who set it."""
         if grant.pred is not None:
-            self.deps.append((grant.pred, flag.cause, flag.latency, flag.short_name))
+            self.deps.append((grant.pred, flag.cause, grant.value, flag.short_name))
 
 
 class Instr:
@@ -314,7 +314,7 @@ class Pipe:
         if isinstance(source, Instr):
             deps.append((source, "data", 0.0, ""))
         elif granted.pred is not None:
-            latency = source.latency if isinstance(source, Flag) else 0.0  # a slot has none
+            latency = granted.value if isinstance(source, Flag) else 0.0  # a set's delay; a slot has none
             deps.append((granted.pred, source.cause, latency, source.short_name))
 
     def _block(self, ins: Instr, source: Any, pending: Any, index: int) -> None:

@@ -161,6 +161,8 @@ def _read_csv(path: Path) -> list[Record]:
     size = _file_size(path)
     require({"event log": 3 * size + size // 60 * EVENT_ROW_BYTES}, 0, "read")
     text = decode_text(read_bytes(path, "event log", hint), path, "event log")
+    if text and not text.endswith("\n"):  # write_events ends every row, the last one too
+        raise InputError(f"{path} ends in the middle of a row: it was cut short; rerun tfa-sim run")
     try:
         rows = csv.reader(io.StringIO(text, newline=""))
         if tuple(next(rows, ())) != EVENT_COLUMNS:
