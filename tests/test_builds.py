@@ -15,6 +15,7 @@ from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.spec.workload import grid
 
 
 def config(build, case=None, schedule=None, numerics=False, **sections):
@@ -160,3 +161,9 @@ def test_the_manual_build_reads_its_inputs_from_the_l2_the_others_from_hbm_once(
         hbm[build] = simulate(c, load_hardware(c.hardware), None, log_events=False).hbm_bytes
     kv, q = 2 * 2048 * 128 * 2, 512 * 128 * 2
     assert hbm == {"manual": 0, "jit": kv + q, "dsl": kv + q}
+
+
+def test_a_profiles_block_dim_is_the_launch_grid():
+    """msprof's Block Dim of the port's launch is its persistent grid, min(units, cores), not its units."""
+    assert grid(config("dsl", {"s0": 128 * 30}), 24) == 24 and grid(config("dsl", {"s0": 128 * 5}), 24) == 5
+    assert grid(config("manual", {"s0": 128 * 30}), 24) == 30

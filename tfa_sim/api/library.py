@@ -218,6 +218,7 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     without it nothing is written.  Every check runs before anything is written."""
     from tfa_sim.rundir.msprof import read_profile
     from tfa_sim.spec.hardware import load_hardware
+    from tfa_sim.spec.workload import grid
     from tfa_sim.views.analysis import bubbles
     from tfa_sim.views.profile import check_clock, check_launch, compare
 
@@ -226,7 +227,8 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     run_config = chosen(config, case, timing_only, hw)
     check_clock(board, load_hardware(run_config.hardware))
     done = runner.compute(run_config, None, event_log=False)
-    check_launch(board, run_config.name, done.summary["blocks"], len(done.summary["launches"]))
+    check_launch(board, run_config.name, grid(run_config, load_hardware(run_config.hardware).cube_cores),
+                 len(done.summary["launches"]))
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
     result = ProfileResult(compare(board, done.summary, stalls))
     if out is not None and out is not False:

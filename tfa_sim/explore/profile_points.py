@@ -29,7 +29,7 @@ from tfa_sim.spec.config import BUILDS, Config, parse_override
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
-from tfa_sim.spec.workload import blocks
+from tfa_sim.spec.workload import grid
 from tfa_sim.views.profile import check_clock, check_launch, side_by_side
 
 #: A LIST entry's keys: True for the required ones.
@@ -123,7 +123,7 @@ def profiled(entry: dict[str, Any], base: Path) -> Profiled:
                   config.hardware.cores)
     _representable(point, config, where)
     check_clock(board, load_hardware(config.hardware))
-    check_launch(board, config.name, blocks(config), 1)
+    check_launch(board, config.name, grid(config, load_hardware(config.hardware).cube_cores), 1)
     return Profiled(where, point, config, board)
 
 

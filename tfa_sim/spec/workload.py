@@ -35,6 +35,12 @@ def blocks(config: Config) -> int:
     return c.batch * c.heads * config.blocks_per_head
 
 
+def grid(config: Config, cores: int) -> int:
+    """The launch's Block Dim: its blocks, or for the dsl build's persistent grid min(units, cores)."""
+    n = blocks(config)
+    return min(n, cores) if config.kernel.build == "dsl" else n
+
+
 def _capped_tiles(config: Config, rows: int, cap: int) -> int:
     """Σ over the first ``rows`` row blocks of a head of min(cap, tiles the block issues)."""
     cap = min(cap, config.tiles)
