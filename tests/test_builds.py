@@ -152,15 +152,17 @@ def test_each_build_issues_its_own_stage_order():
                                 ("TLOAD V", 0, 1), ("TLOAD K", 3, 1)]
 
 
-def test_the_manual_build_reads_its_inputs_from_the_l2_the_others_from_hbm_once():
-    """The manual build's host program prefetches Q, K and V: no byte comes from HBM.  The others fetch each K
+@pytest.mark.parametrize("s0", [2048, 512])
+def test_the_manual_build_reads_what_its_host_prefetched_from_the_l2(s0):
+    """The manual build's host program prefetches S0·HEAD elements of Q, K and V (PTO_PREFETCH): at S0 = S1
+    nothing comes from HBM; at S0 = 512 < S1 = 2048 the K and V rows from 512 on do.  The others fetch each K
     and V chunk once (the first reader), and each block's Q."""
     hbm = {}
     for build in ("manual", "jit", "dsl"):
-        c = config(build, {"s0": 512, "s1": 2048}, {"qk_preload": 4}, tiling={"tile_s1": 256})
+        c = config(build, {"s0": s0, "s1": 2048}, {"qk_preload": 4}, tiling={"tile_s1": 256})
         hbm[build] = simulate(c, load_hardware(c.hardware), None, log_events=False).hbm_bytes
-    kv, q = 2 * 2048 * 128 * 2, 512 * 128 * 2
-    assert hbm == {"manual": 0, "jit": kv + q, "dsl": kv + q}
+    kv, q = 2 * 2048 * 128 * 2, s0 * 128 * 2
+    assert hbm == {"manual": 2 * (2048 - s0) * 128 * 2, "jit": kv + q, "dsl": kv + q}
 
 
 def test_a_profiles_block_dim_is_the_launch_grid():

@@ -9,7 +9,7 @@ import tomllib
 import numpy as np
 import pytest
 
-from tfa_sim.explore.calibrate import FITTED, Simulator, fit, solve_linear
+from tfa_sim.explore.calibrate import FITTED, FOLD_ABOVE, Simulator, fit, solve_linear
 from tfa_sim.explore.points import POINTS_FILES, Point, load_points, predicted, select_points
 from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import simulate
@@ -27,7 +27,7 @@ def measured_by_model(point, hw=None):
     """What ``point`` would measure on the shipped (or given) preset."""
     hw = hw or preset(point.preset)
     config = point.config()
-    long = point.blocks * (point.s1 // point.tile_s1) > 4096
+    long = point.blocks * (point.s1 // point.tile_s1) > FOLD_ABOVE
     kernel = simulate(config, hw, None, log_events=False, fold=long).time_us
     return predicted(point, kernel, {f"launch.{k}": getattr(hw.launch, k) for k in ("gap_aarch64", "gap_x86_64",
                                                                                       "host_sync")})

@@ -67,10 +67,6 @@ class Kernel(Protocol):
         """A persistent grid: each core runs all its blocks in one program (``start`` gets the core's blocks),
         paying the block set-up once, one block's work running into the next's."""
 
-    @property
-    def prefetched(self) -> bool:
-        """The launch's inputs are in the L2 before it starts (the host prefetched them)."""
-
     def start(self, env: simpy.Environment, core: Core, block: Any, stats: Stats) -> BlockRun:
         """The block's buffers on ``core`` and its units' programs (a persistent kernel: all the core's blocks,
         a sequence)."""
@@ -146,7 +142,6 @@ class _Chip:
             if at and self.launch_gap:
                 yield self.env.timeout(self.launch_gap)
             start, blocks = self.env.now, kernel.blocks
-            self.gm.prefetched = kernel.prefetched
             n = min(self.hw.cube_cores, len(blocks))
             self.cores += [Core(self.env, i, self.stats, self.gm, self.ffts) for i in range(len(self.cores), n)]
             busy, ends = [0.0] * n, [start] * n

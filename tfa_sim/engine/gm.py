@@ -19,6 +19,8 @@ from typing import Final
 
 #: ``line`` of a read that always misses L2 (data read once: a block's Q rows).
 MISS: Final = "miss"
+#: An input read the host prefetched into the L2 before the launch (the manual build's PTO_PREFETCH): a hit.
+PREFETCHED: Final = "prefetched"
 
 
 class GlobalMemory:
@@ -31,14 +33,14 @@ class GlobalMemory:
         self.lines: dict[Hashable, float] = {}  # input line → cycle it is in L2
         self.bytes = 0  # all GM traffic (through L2)
         self.hbm_bytes = 0  # the part that came from HBM
-        self.prefetched = False  # the launch's inputs are in the L2 from its start: every input read hits
 
     def transfer(self, now: float, nbytes: int, path_rate: float, line: Hashable | None = None,
                  chunks: int = 1) -> tuple[float, float]:
         """(cycles the transfer takes from ``now``, cycles of it lost to sharing).
 
-        ``line``: None for L2 traffic (FIFOs, output), :data:`MISS` for a read that always misses, any
-        other key for an input line that misses on its first read only; ``chunks``: DMA instructions the
+        ``line``: None for L2 traffic (FIFOs, output), :data:`MISS` for a read that always misses,
+        :data:`PREFETCHED` for one in L2 before the launch, any other key for an input line that misses on its
+        first read only; ``chunks``: DMA instructions the
         bytes are moved in, each paying the L2 latency.
         """
         flows = self.flows
@@ -54,7 +56,7 @@ class GlobalMemory:
         self.asked = asked
         latency = self.l2_latency * chunks
         self.bytes += nbytes
-        if line is not None and not self.prefetched:
+        if line is not None and line is not PREFETCHED:
             arrival = self.lines.get(line) if line is not MISS else None
             if arrival is None:  # from HBM
                 hbm_start = max(now, self.hbm_free)

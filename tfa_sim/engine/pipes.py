@@ -19,7 +19,7 @@ from typing import Any
 import simpy
 
 from tfa_sim.buffers.pools import Flag, Pending, Pool, Slot
-from tfa_sim.engine.gm import MISS, GlobalMemory
+from tfa_sim.engine.gm import MISS, PREFETCHED, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.simpy_adapter import Alarm, now
 from tfa_sim.rundir.events import CAUSES, EventLog
@@ -267,7 +267,7 @@ class Pipe:
         """Cycles of a GM transfer that starts now: the core's path rate through the shared L2 (and HBM for an
         input line read first here, :mod:`tfa_sim.engine.gm`); the time lost to sharing is a ``gm`` stall."""
         line = move.line
-        if line is not None and line is not MISS:
+        if line is not None and line is not MISS and line is not PREFETCHED:
             line = (self.line_base, line)
         assert self.gm is not None, "a GM transfer on a pipe without GM"
         cycles, gm_wait = self.gm.transfer(start, move.nbytes, move.rate, line, move.chunks)

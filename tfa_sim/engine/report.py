@@ -48,10 +48,7 @@ def timing_summary(result: SimResult, config: Config) -> dict[str, Any]:
                    for stage, causes in result.stats.stalls.items()},
         "gm_bytes": result.gm_bytes,
         "hbm_bytes": result.hbm_bytes,
-        "sync": {"messages": result.sync_messages,
-                 "unit_busy": round(result.sync_busy / total, 4) if total else 0.0,
-                 "mean_queue_cycles": round(result.sync_queued / result.sync_messages, 3)
-                 if result.sync_messages else 0.0},
+        "sync": sync_load(result, mean_busy[bound]),
         "work": result.work,
         "s1_split_asked": config.schedule.s1_split,
         "folded": result.folded,
@@ -93,13 +90,24 @@ def format_timing(t: dict[str, Any]) -> list[str]:
     ]
 
 
+def sync_load(result: SimResult, bound_busy: float) -> dict[str, Any]:
+    """The chip's cross-core sync unit (engine/ffts.py): messages, its busy share of the kernel, the mean wait of
+    a message for it, and ``bound``: busier than the busiest pipe (the launch waits for the unit)."""
+    total = result.total_cycles
+    busy = result.sync_busy / total if total else 0.0
+    return {"messages": result.sync_messages, "unit_busy": round(busy, 4),
+            "mean_queue_cycles": round(result.sync_queued / result.sync_messages, 3) if result.sync_messages else 0.0,
+            "bound": busy > bound_busy}
+
+
 def _format_sync(t: dict[str, Any]) -> list[str]:
     """The cross-core sync unit's load, when the run sent messages through it."""
     s = t.get("sync") or {}
     if not s.get("messages"):
         return []
+    bound = ": busier than every pipe, it bounds the launch" if s.get("bound") else ""
     return [f"  cross-core sync: {s['messages']} flag messages, the sync unit busy {s['unit_busy']:.0%} of the "
-            f"kernel, a message waiting {s['mean_queue_cycles']:.0f} cycles for it on average"]
+            f"kernel{bound}, a message waiting {s['mean_queue_cycles']:.0f} cycles for it on average"]
 
 
 def _format_balance(t: dict[str, Any]) -> list[str]:

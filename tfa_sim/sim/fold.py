@@ -91,7 +91,7 @@ class _Sampled:
         self.blocks = blocks
         self.name, self.stages = kernel.name, kernel.stages
         self.start, self.template_key = kernel.start, kernel.template_key
-        self.persistent, self.prefetched = kernel.persistent, kernel.prefetched
+        self.persistent = kernel.persistent
 
 
 def foldable(kernels: Sequence[Kernel]) -> str | None:

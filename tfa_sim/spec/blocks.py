@@ -280,3 +280,11 @@ def persistent_order(blocks: Sequence[Block], cores: int) -> list[Block]:
     share, extra = divmod(n, m)
     starts = [c * share + min(c, extra) for c in range(m)]
     return [blocks[starts[c] + j] for j in range(share + 1) for c in range(m) if j < share + (c < extra)]
+
+
+def prefetched_rows(config: Config) -> int:
+    """Rows of each input tensor (Q, K, V, in memory order: batch, head, position) in the L2 when the launch
+    starts: the manual build's host prefetches ``S0 · HEAD`` elements of each (``PTO_PREFETCH`` with
+    ``tensor_bytes = S0 · HEAD · 2``, fa_performance_kernel.cpp), the whole of one head's Q, K and V when
+    S0 = S1; the other builds none."""
+    return config.case.s0 if config.kernel.build == "manual" else 0

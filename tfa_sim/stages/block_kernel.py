@@ -23,11 +23,12 @@ from tfa_sim.buffers.data import Dump, View
 from tfa_sim.buffers.fifo import FifoWindow, GmFifo, Ring
 from tfa_sim.buffers.pools import Flag, HazardError, PingPong
 from tfa_sim.engine.core import Core
+from tfa_sim.engine.gm import MISS, PREFETCHED
 from tfa_sim.engine.issue import Program, Wait
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.numerics.rounding import kernel_cube_k
-from tfa_sim.spec.blocks import Block
+from tfa_sim.spec.blocks import Block, prefetched_rows
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
@@ -110,6 +111,7 @@ class BlockKernel:
         self._traced = stats.pools if stats.events is not None else None
         self.programs: list[tuple[Sequence[Pipe], Program]] = []  # each unit's pipes and program (run_tfa)
         self.named_lines = False  # K/V lines named relative to the pipes' line_base (a unit view: to its own)
+        self.prefetched = prefetched_rows(config)  # rows of each input the host put into L2 (blocks.prefetched_rows)
         if share is not None:
             self._adopt(share)
             return
@@ -210,13 +212,25 @@ class BlockKernel:
         ``chunks`` DMA instructions; ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
         return GmMove(nbytes, getattr(self.costs.move, path), line, chunks)
 
-    def kv_line(self, tensor: str, t: int, s: int) -> tuple[Any, ...]:
+    def kv_line(self, tensor: str, t: int, s: int) -> Hashable:
         """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head
         (:attr:`~tfa_sim.spec.blocks.Block.line_base`): shared by every block of the head; with
-        ``named_lines`` (a persistent core's units) the head is part of the name."""
+        ``named_lines`` (a persistent core's units) the head is part of the name; :data:`PREFETCHED` when the
+        host put it into the L2 before the launch."""
+        b, col0 = self.block, self.block.col0(t, s)
+        if (b.batch * self.config.case.kv_heads + b.kv_head) * self.config.case.s1 + col0 + self.shape.cube_s1 \
+                <= self.prefetched:
+            return PREFETCHED
         if self.named_lines:
-            return tensor, self.block.col0(t, s), self.block.line_base
-        return tensor, self.block.col0(t, s)
+            return tensor, col0, b.line_base
+        return tensor, col0
+
+    def q_line(self) -> Hashable:
+        """The L2 line of the block's Q load: :data:`PREFETCHED` when the host put those rows into the L2 before
+        the launch, else a read from HBM (:data:`MISS`)."""
+        b, c = self.block, self.config.case
+        last = (b.batch * c.heads + int(b.rows.heads.max())) * c.s0 + int(b.rows.pos.max()) + 1
+        return PREFETCHED if last <= self.prefetched else MISS
 
     @property
     def data(self) -> Numerics:

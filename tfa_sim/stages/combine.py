@@ -160,7 +160,6 @@ class CombineKernel:
     name = "combine"
     stages = (STAGE,)
     persistent = False  # one combine block per dispatch, as any hardware-dispatched launch
-    prefetched = False  # its inputs are the first launch's partial results, not prefetched
 
     def __init__(self, blocks: Sequence[Block], head: int, costs: Costs, scale: np.float32,
                  numerics: Numerics | None) -> None:

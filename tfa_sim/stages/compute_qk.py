@@ -29,7 +29,6 @@ from tfa_sim.backends.interface import Backend
 from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Const, Location, Move
 from tfa_sim.buffers.pools import Slot
-from tfa_sim.engine.gm import MISS
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
 from tfa_sim.numerics.rounding import panels
@@ -57,7 +56,7 @@ def load_q(k: BlockKernel) -> Program:
     q_l1 = k.l1_q.slot()
     nbytes = k.block.n_rows * k.shape.head * FP16
     load = yield k.instr(
-        k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1", MISS), waits=(q_l1,),
+        k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1", k.q_line()), waits=(q_l1,),
         op=(Move(k.gm_q(), q_l1),) if k.numerics else None, nbytes=nbytes)
     return load, q_l1
 

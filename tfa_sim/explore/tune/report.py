@@ -109,9 +109,10 @@ def verdicts(top: list[dict[str, Any]], defaults: dict[str, Any] | None, metric:
 def knob_verdicts(ranked: list[dict[str, Any]], candidates: list[Candidate], axes: dict[str, list[Any]],
                   metric: str, ratio: float | None) -> list[str]:
     """Per knob of the space (with more than one value): which value wins, and each other value's best against
-    the best's 90 % interval — simulated where the search simulated it, else the screen's estimate times
-    ``ratio``, the most favourable simulated/estimated ratio the search saw (what the stopping rule assumes;
-    named as such) — so that the report says whether the model can tell the values apart."""
+    the best's 90 % interval — the least of its simulated candidates and of its other candidates' screen
+    estimates times ``ratio``, the most favourable simulated/estimated ratio the search saw (what the stopping
+    rule assumes; named as such where it is the least) — so that the report says whether the model can tell
+    the values apart."""
     if not ranked or (span := interval(ranked[0], metric)) is None:
         return []
     best, out = ranked[0], []
@@ -123,12 +124,13 @@ def knob_verdicts(ranked: list[dict[str, Any]], candidates: list[Candidate], axe
             if value == best["overrides"][axis]:
                 continue
             simulated = [e["metric"] for e in ranked if e["overrides"][axis] == value]
-            estimated = [c.estimate for c in candidates if c.overrides.get(axis) == value and c.estimate]
+            estimated = [c.estimate * (ratio or 1.0) for c in candidates
+                         if c.overrides.get(axis) == value and c.estimate and c.row is None]
             if not simulated and not estimated:
                 parts.append(f"{value}: none legal")
                 continue
-            figure = min(simulated) if simulated else min(estimated) * (ratio or 1.0)
-            how = "" if simulated else f" (screen estimate × {ratio or 1.0:.3g})"
+            figure = min(simulated + estimated)
+            how = "" if simulated and figure == min(simulated) else f" (screen estimate × {ratio or 1.0:.3g})"
             inside = "inside the interval: not told apart" if figure <= span[1] else "outside: worse"
             parts.append(f"{value} {figure / best['metric'] - 1:+.1%}{how}, {inside}")
         out.append(f"{axis}: {best['overrides'][axis]} wins; " + "; ".join(parts))
