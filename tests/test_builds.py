@@ -89,6 +89,31 @@ def test_each_build_sets_the_defaults_a_config_does_not_give():
     assert (given.schedule.qk_preload, given.tiling.tile_s1) == (4, 256)
 
 
+@pytest.mark.parametrize(("start", "build"), [("manual", "dsl"), ("dsl", "jit"), ("jit", "manual"), ("dsl", "manual")])
+def test_a_filled_config_run_by_another_build_takes_that_builds_defaults(start, build):
+    """A Config (or its saved config.toml) holds every key, its build's defaults among them: run by another
+    build (tfa_sim.run(cfg, overrides={"kernel.build": …}), --set kernel.build=… on a saved config) it takes
+    that build's defaults, as the same case given as a file without them does; a value set beside it stays."""
+    from tfa_sim.spec.load import configure
+
+    case = {"s1": 32768, "s0": 512}
+    filled = config(start, case).to_dict()
+    assert configure(filled, [("kernel", "build", build)]) == config(build, case)
+    kept = configure(filled, [("schedule", "qk_preload", 4), ("kernel", "build", build)])
+    assert kept.schedule.qk_preload == 4 and kept.schedule == config(build, case, {"qk_preload": 4}).schedule
+
+
+def test_a_case_file_run_by_the_port_at_another_size_takes_the_ports_defaults_there():
+    """--set kernel.build=dsl --set case.s1=… on the built-in case (a file that gives TILE_S1 256 and preload 4,
+    the manual kernel's values): the port's defaults at the new size, TILE_S1 512 from S1 = 32768."""
+    from tfa_sim.spec.load import load_config
+
+    c = load_config(None, None, ["kernel.build=dsl", "case.s0=32768", "case.s1=32768"])
+    assert (c.tiling.tile_s1, c.schedule.qk_preload, c.schedule.l1_p) == (512, 3, 1)
+    kept = load_config(None, None, ["case.s1=32768", "kernel.build=dsl", "tiling.tile_s1=256"])
+    assert (kept.tiling.tile_s1, kept.schedule.qk_preload) == (256, 3)
+
+
 @pytest.mark.parametrize(("sections", "needle"), [
     ({"kernel": {"build": "tvm"}}, "kernel.build"),
     ({"kernel": {"build": "dsl"}, "case": {"causal": True}}, "has no mask"),
@@ -169,3 +194,27 @@ def test_a_profiles_block_dim_is_the_launch_grid():
     """msprof's Block Dim of the port's launch is its persistent grid, min(units, cores), not its units."""
     assert grid(config("dsl", {"s0": 128 * 30}), 24) == 24 and grid(config("dsl", {"s0": 128 * 5}), 24) == 5
     assert grid(config("manual", {"s0": 128 * 30}), 24) == 30
+
+
+@pytest.mark.parametrize(("case", "schedule"), [({"s0": 200, "heads": 8, "kv_heads": 2}, {"gqa_pack": True}),
+                                                ({"s0": 1, "heads": 32, "kv_heads": 8, "batch": 3}, {"gqa_pack": True}),
+                                                ({"s0": 300, "heads": 4, "kv_heads": 4}, {}),
+                                                ({"s0": 100, "heads": 6, "kv_heads": 2}, {"gqa_pack": False})])
+def test_the_launch_grid_counts_the_blocks_the_model_runs(case, schedule):
+    """Block Dim is the number of blocks make_blocks builds, packed or not (a packed block holds CUBE_S0 rows of
+    a K/V head's query heads)."""
+    from tfa_sim.spec.blocks import run_blocks
+
+    c = config("manual", {"s1": 1024, **case}, schedule)
+    assert grid(c, 24) == len(run_blocks(c))
+
+
+@pytest.mark.parametrize("build", ["manual", "jit", "dsl"])
+@pytest.mark.parametrize("s1", [4096, 32768])
+def test_a_sweep_points_filled_config_is_the_config_it_runs(build, s1):
+    """The sweep fills a point's missing keys as the config would, its build's defaults included, so a default
+    jit or dsl point is recognised as its shape's reference run."""
+    from tfa_sim.explore.sweep.schema import filled
+
+    given = {"kernel": {"build": build}, "case": {"s1": s1}, "numerics": {"enabled": False}}
+    assert filled(given) == build_config(given).to_dict()

@@ -238,3 +238,20 @@ def test_excluding_every_row_or_a_missing_row_exits_2(tmp_path):
     for args, needle in ((["--exclude", "1"], "no point left"), (["--exclude", "2"], "rows are 1…1")):
         r = calibrate_cli(tmp_path, "--points", str(path), *args)
         assert r.returncode == 2 and needle in r.stderr, r.stderr
+
+
+def test_an_empty_schedule_cell_takes_the_rows_builds_default(tmp_path):
+    """A points row that leaves tile_s1, qk_preload or sync_period empty is simulated at its build's defaults,
+    as a config without those keys is (jit: period 1; dsl: preload 3, TILE_S1 512 from S1 = 32768)."""
+    path = tmp_path / "p.csv"
+    path.write_text("preset,kernel,timing,blocks,head,s0,s1,time_us,tile_s1,qk_preload,sync_period\n"
+                    "910b2,jit,kernel,1,128,128,8192,70,,,\n910b2,dsl,kernel,256,128,32768,32768,3000,,,\n"
+                    "910b2,dsl,kernel,256,128,32768,32768,3000,256,4,8\n", encoding="utf-8")
+    jit, dsl, given = load_points(path)
+    assert (jit.tile_s1, jit.qk_preload, jit.sync_period) == (256, 4, 1)
+    assert (dsl.tile_s1, dsl.qk_preload, dsl.sync_period) == (512, 3, 4)
+    assert (given.tile_s1, given.qk_preload, given.sync_period) == (256, 4, 8)
+    for p in (jit, dsl):
+        c = build_config({"kernel": {"build": p.kernel}, "case": {"s0": p.s0, "s1": p.s1}})
+        assert (p.tile_s1, p.qk_preload, p.sync_period) == (
+            c.tiling.tile_s1, c.schedule.qk_preload, c.schedule.cv_fifo_cons_sync_period)

@@ -83,6 +83,7 @@ BAD = {
     "no profile": (ENTRY.replace("DIR", "DIR/nothing"), (), "not found; give the OPPROF_"),
     "exclude without points": (ENTRY, ("--exclude", "1"), "--exclude ROW leaves out rows of --points FILE"),
     "not TOML": ("[[profile]\n", (), "is not TOML"),
+    "op not a string": (ENTRY + "op = 3\n", (), "op = 3 must be a string"),
 }
 
 

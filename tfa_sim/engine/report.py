@@ -92,7 +92,8 @@ def format_timing(t: dict[str, Any]) -> list[str]:
 
 def sync_load(result: SimResult, bound_busy: float) -> dict[str, Any]:
     """The chip's cross-core sync unit (engine/ffts.py): messages, its busy share of the kernel, the mean wait of
-    a message for it, and ``bound``: busier than the busiest pipe (the launch waits for the unit)."""
+    a message for it, and ``bound``: busier than the busiest pipe kind's mean over cores (the launch waits for
+    the unit)."""
     total = result.total_cycles
     busy = result.sync_busy / total if total else 0.0
     return {"messages": result.sync_messages, "unit_busy": round(busy, 4),
@@ -105,7 +106,7 @@ def _format_sync(t: dict[str, Any]) -> list[str]:
     s = t.get("sync") or {}
     if not s.get("messages"):
         return []
-    bound = ": busier than every pipe, it bounds the launch" if s.get("bound") else ""
+    bound = ": busier than any pipe (mean over cores), it bounds the launch" if s.get("bound") else ""
     return [f"  cross-core sync: {s['messages']} flag messages, the sync unit busy {s['unit_busy']:.0%} of the "
             f"kernel{bound}, a message waiting {s['mean_queue_cycles']:.0f} cycles for it on average"]
 

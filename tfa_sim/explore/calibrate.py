@@ -93,7 +93,7 @@ def kernel_time(p: Point, values: dict[str, float], memo: dict[Hashable, float])
     config = p.config()
     kernels = launches(config, hw, None)
     cores = min(hw.cube_cores, len(kernels[0].blocks))
-    if p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE and foldable(kernels) is None:
+    if p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE and foldable(kernels, hw) is None:
         s = config.schedule
         cycles = folded_cycles(kernels, hw, s.qk_preload, s.cv_fifo_cons_sync_period, 0.0, memo)
         return cycles / hw.clock_mhz, cores - 1

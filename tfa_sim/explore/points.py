@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.spec.config import BUILDS, CONFIG_DIR, Config
+from tfa_sim.spec.config import BUILDS, CONFIG_DIR, Config, build_defaults
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware
 from tfa_sim.spec.load import build_config
@@ -92,11 +92,15 @@ class Point:
         return f"{self.preset} {self.kernel} {timing}{host} S0={self.s0} S1={self.s1}"
 
 
-#: Columns a points CSV may have: None marks the required ones, else the default.
+#: Columns a points CSV may have: None marks the required ones, else the default (the manual build's; for the
+#: columns of :data:`BUILD_COLUMNS` an empty cell takes the row's build's, as its config would).
 COLUMNS: dict[str, Any] = {"preset": None, "kernel": None, "timing": None, "host": "", "blocks": None,
                            "head": None, "s0": None, "s1": None, "cube_s0": 128, "cube_s1": 128, "tile_s1": 256,
                            "qk_preload": 4, "cv_fifo_size": 8, "sync_period": 4, "causal": "false",
                            "time_us": None, "cores": 0, "timing_evidence": "", "source": ""}
+#: The columns a build compiles its own default for (spec.config.BUILD_DEFAULTS), with their config keys.
+BUILD_COLUMNS = {"tile_s1": ("tiling", "tile_s1"), "qk_preload": ("schedule", "qk_preload"),
+                 "sync_period": ("schedule", "cv_fifo_cons_sync_period")}
 
 
 @cache
@@ -160,6 +164,12 @@ def _parse_row(row: dict[str, str], where: str) -> Point:
         if not text and default is None:
             raise InputError(f"{where}: column {name} is empty or missing; a point needs {required}")
         values[name] = text or default
+    s1 = values["s1"]
+    if values["kernel"] in BUILDS and s1.isdigit():
+        built = build_defaults(values["kernel"], {"case": {"s1": int(s1)}})
+        for name, key in BUILD_COLUMNS.items():
+            if not (row.get(name) or "").strip() and key in built:
+                values[name] = built[key]
     try:
         point = Point(*(_typed(values[f.name], str(f.type)) for f in dataclasses.fields(Point)))
     except (TypeError, ValueError) as exc:
@@ -169,8 +179,8 @@ def _parse_row(row: dict[str, str], where: str) -> Point:
     return point
 
 
-def load_points(path: str | Path, kernel: str | None = None) -> list[Point]:
-    """The points of a CSV (``#`` lines are comments), those of build ``kernel`` only when it is given."""
+def load_points(path: str | Path) -> list[Point]:
+    """The points of a CSV (``#`` lines are comments)."""
     path = Path(path)
     try:
         lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
@@ -181,12 +191,6 @@ def load_points(path: str | Path, kernel: str | None = None) -> list[Point]:
               for i, row in enumerate(csv.DictReader(lines), start=1)]
     if not points:
         raise InputError(f"calibration points {path} holds no rows; add measured points under the header")
-    if kernel is not None:
-        chosen = [p for p in points if p.kernel == kernel]
-        if not chosen:
-            raise InputError(f"calibration points {path}: no point of kernel {kernel!r}; it has "
-                             f"{', '.join(sorted({p.kernel for p in points}))}")
-        return chosen
     return points
 
 

@@ -6,7 +6,7 @@ LIST is a TOML file of ``[[profile]]`` tables or a CSV with the same keys as col
 it ran —
 ``config`` (a file, relative to LIST) or ``case`` (a shipped case), ``set`` (``section.key`` values; in a CSV
 ``section.key=value`` words) and ``hw`` (a shipped preset's name) — and ``op`` where the profile holds several
-operators.  Each becomes a :class:`~tfa_sim.explore.calibrate.Point` of timing ``task`` (msprof's Task Duration:
+operators.  Each becomes a :class:`~tfa_sim.explore.points.Point` of timing ``task`` (msprof's Task Duration:
 the model's kernel time), checked as ``tfa-sim profile`` checks it (Block Dim, the clock, the chip).  The per-pipe
 busy times are no fit target: after the fit, each profile's board/model ratio per pipe at the fitted values is
 reported beside it (:func:`pipes_beside`).
@@ -77,6 +77,10 @@ def read_list(path: str | Path) -> list[dict[str, Any]]:
         if unknown or missing:
             raise InputError(f"{entry['where']}: {'unknown key ' + show(unknown[0]) if unknown else 'no ' + missing[0]}"
                              f"; an entry has {', '.join(KEYS)} ({', '.join(k for k in KEYS if KEYS[k])} required)")
+        texts = [k for k in KEYS if k != "set" and k in entry and not isinstance(entry[k], str)]
+        if texts:
+            raise InputError(f"{entry['where']}: {texts[0]} = {show(entry[texts[0]])} must be a string (a name or a "
+                             f"path, in quotes)")
     return entries
 
 

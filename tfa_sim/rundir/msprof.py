@@ -362,6 +362,9 @@ def _number_lanes(units: list[Unit], order: list[tuple[int, int]]) -> None:
 def _check_units(units: list[Unit], block_dim: int, path: Path, name: str) -> None:
     """Blocks 0…Block Dim−1, each with one cube core and :data:`LANES` vector cores."""
     blocks = sorted({u.block for u in units})
+    if not blocks:
+        raise InputError(f"profile file {path} has no rows of {name}: give the PipeUtilization.csv msprof op wrote "
+                         f"for the launch")
     if blocks != list(range(block_dim)):
         raise InputError(f"profile file {path} has rows of {len(blocks)} blocks (block_id {blocks[0]}…{blocks[-1]}), "
                          f"its OpBasicInfo's Block Dim is {block_dim}: give both files of one launch")

@@ -81,7 +81,7 @@ def write_events(path: Path, log: EventLog) -> None:
         w = csv.writer(text)
         w.writerow(EVENT_COLUMNS)
         slots = {i: ";".join(f"{k}={v}" for k, v in held.items()) for i, held in log.slot_dicts().items()}
-        deps = {i: ";".join(f"{p}:{cause}:{lat:g}:{via}" for p, cause, lat, via in d)
+        deps = {i: ";".join(f"{p}:{cause}:{lat!r}:{via}" for p, cause, lat, via in d)
                 for i, d in log.dep_tuples().items()}
         w.writerows((*row, slots.get(row[0], ""), deps.get(row[0], "")) for row in log.decoded())
         text.flush()

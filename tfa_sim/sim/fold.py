@@ -7,7 +7,8 @@ linearly with the full waves of blocks.  A folded run simulates short samples
 of the launch — its first one and two waves (and the first wave with the
 partial last one), each block cut to its first k tiles for two cut lengths past
 the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
-the full launch's time.  GM and HBM bytes and every pipe's busy and stall
+the full launch's time (a persistent grid's from its second and third waves of
+units per core, whose cuts keep the units' phase of the credit rule).  GM and HBM bytes and every pipe's busy and stall
 cycles are combined the same way (:func:`figures_of`), so busy shares, stalls
 and the bound pipe estimate the full launch's; no per-core balance is
 reported.  A dimension already within its samples is simulated in full (no
@@ -20,7 +21,8 @@ them (:func:`_measure`); the figures are the same either way.
 Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
 --fold``, ``[sweep] fold = true``); its error against full runs is measured in
 ``benchmarks/bench_fold.py`` and stated in the README ("Decode").  Runs with a
-mask are never folded (their blocks differ), and a run too small to gain is
+mask are never folded (their blocks differ), nor are launches that the manual
+build's prefetch makes uneven (:func:`foldable`), and a run too small to gain is
 simulated in full.
 """
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
 from tfa_sim.sim.parallel import Forked, can_fork
-from tfa_sim.spec.blocks import Block
+from tfa_sim.spec.blocks import Block, prefetched_columns, prefetched_rows, reads_prefetched
 from tfa_sim.spec.hardware import Hardware
 
 #: Blocks per core of the samples; a persistent grid's cores reach their steady state one unit later (the first
@@ -94,10 +96,34 @@ class _Sampled:
         self.persistent = kernel.persistent
 
 
-def foldable(kernels: Sequence[Kernel]) -> str | None:
-    """Why these launches cannot be folded, or None."""
-    masked = [b for b in kernels[0].blocks if b.mask.kind != "none"]
-    return f"the {masked[0].mask.kind} mask makes blocks differ" if masked else None
+def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
+    """Why these launches cannot be folded, or None.
+
+    A launch some of whose blocks read inputs the host prefetched (the manual build's S0·HEAD elements) folds
+    only when those blocks all run in its first sampled wave or are all its blocks: the fold takes one more
+    wave's cost from its first waves, so prefetched blocks beyond them would count as hits in every later wave.
+    Nor does it fold when the prefetch ends inside a block's K/V columns (S0 < S1): the tile cuts would lie in
+    the prefetched part and extrapolate its hits to the rest.
+    """
+    blocks = kernels[0].blocks
+    masked = [b for b in blocks if b.mask.kind != "none"]
+    if masked:
+        return f"the {masked[0].mask.kind} mask makes blocks differ"
+    config = getattr(kernels[0], "config", None)
+    if config is None or not prefetched_rows(config):
+        return None
+    step = config.tiling.cube_s1
+    for b in blocks:
+        done = prefetched_columns(b, config)
+        if b.tile_ids and b.col0(0, 0) + step <= done < b.tile_end * config.tiling.tile_s1:
+            return (f"block {b.index} reads its K/V columns below {done} from what the host prefetched (S0·HEAD "
+                    f"elements) and the rest from HBM: its tiles differ")
+    hits = [i for i, b in enumerate(blocks) if reads_prefetched(b, config)]
+    first = (PERSISTENT_WAVES if kernels[0].persistent else WAVES)[0] * min(hw.cube_cores, len(blocks))
+    if hits and len(hits) < len(blocks) and hits[-1] >= first:
+        return (f"blocks up to {hits[-1]} read inputs the host prefetched (S0·HEAD elements), the later ones "
+                f"from HBM: the waves differ beyond the first")
+    return None
 
 
 class _Plan:
@@ -237,13 +263,14 @@ def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, la
 
 def sample_key(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> Hashable:
     """What a sample's time depends on: the kernel's program (its config but the problem size), the chip and
-    the sampled blocks' shapes — equal for the same samples of launches that differ only in their length."""
+    the sampled blocks' shapes and prefetched inputs — equal for the same samples of launches that differ only
+    in their length."""
     config = getattr(kernel, "config", None)
     program = None if config is None else dataclasses.replace(config, case=dataclasses.replace(
         config.case, name="", s0=0, s1=0))
     blocks = [b if tiles is None else _cut(b, tiles) for b in list(kernel.blocks)[:count]]
-    shapes = tuple((b.n_rows, b.batch, b.kv_head, b.tile_ids, b.active, b.mask.kind, b.chunks) for b in blocks
-                   if isinstance(b, Block))
+    shapes = tuple((b.n_rows, b.batch, b.kv_head, b.tile_ids, b.active, b.mask.kind, b.chunks,
+                    config is not None and reads_prefetched(b, config)) for b in blocks if isinstance(b, Block))
     return repr((type(kernel).__name__, kernel.name, program, hw)), shapes, count, tiles
 
 

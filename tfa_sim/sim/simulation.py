@@ -71,7 +71,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     if fold and (numerics is not None or log_events):
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
                          "or drop --fold")
-    refused = foldable(kernels) if fold else None
+    refused = foldable(kernels, hw) if fold else None
     gap = hw.launch.gap(config.hardware.host)
     if fold and refused is None:
         s = config.schedule

@@ -288,3 +288,19 @@ def prefetched_rows(config: Config) -> int:
     ``tensor_bytes = S0 · HEAD · 2``, fa_performance_kernel.cpp), the whole of one head's Q, K and V when
     S0 = S1; the other builds none."""
     return config.case.s0 if config.kernel.build == "manual" else 0
+
+
+def prefetched_columns(block: Block, config: Config) -> int:
+    """How many of the S1 columns of ``block``'s K/V head the host prefetched (0 … S1, :func:`prefetched_rows`)."""
+    c = config.case
+    kv_row = (block.batch * c.kv_heads + block.kv_head) * c.s1
+    return min(max(prefetched_rows(config) - kv_row, 0), c.s1)
+
+
+def reads_prefetched(block: Block, config: Config) -> bool:
+    """``block`` reads some input row the host prefetched (:func:`prefetched_rows`): its first Q rows or the first
+    K/V columns of its S1 range are in the L2 before the launch, so its loads hit where its peers' miss."""
+    c = config.case
+    q_row = (block.batch * c.heads + int(block.rows.heads.min())) * c.s0
+    first = block.col0(0, 0) if block.tile_ids else c.s1
+    return q_row < prefetched_rows(config) or first < prefetched_columns(block, config)

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,9 +127,9 @@ class HardwareConfig:
 @dataclass(frozen=True)
 class KernelConfig:
     """Which build of the kernel runs (docs/kernel.md, "Builds"): ``manual`` (kernels/manual/common/flash_atten,
-    S0/128 blocks dispatched by the hardware, Q/K/V prefetched into L2), ``jit`` (the torch JIT build of the
-    same source: no prefetch, consumer sync period 1) or ``dsl`` (the PTO-DSL port: a persistent grid of
-    min(units, cores) cores looping over their units, its own stage order and buffers)."""
+    S0/128 blocks dispatched by the hardware, S0·HEAD elements of Q, K and V prefetched into L2), ``jit`` (the
+    torch JIT build of the same source: no prefetch, consumer sync period 1) or ``dsl`` (the PTO-DSL port: a
+    persistent grid of min(units, cores) cores looping over their units, its own stage order and buffers)."""
 
     build: str = "manual"
 
@@ -310,6 +311,25 @@ def build_defaults(build: str, data: dict[str, Any]) -> dict[tuple[str, str], An
         if isinstance(s1, int) and s1 >= DSL_WIDE_S1:
             defaults["tiling", "tile_s1"] = 512
     return defaults
+
+
+def change_build(data: dict[str, Any], old: str, keep: Collection[tuple[str, str]] = ()) -> dict[str, Any]:
+    """``data`` (its ``kernel.build`` set already) run by that build instead of ``old``: a key holding the old
+    build's value of it (as a filled config, a saved config.toml or best.toml, writes every key) is dropped, so
+    the new build's value applies; a key in ``keep`` (set beside the build) or set to anything else stays."""
+    kernel = data.get("kernel", {})
+    build = kernel.get("build", KernelConfig.build) if isinstance(kernel, dict) else KernelConfig.build
+    if old == build or not (isinstance(old, str) and isinstance(build, str)) or \
+            not {old, build} <= set(BUILD_DEFAULTS):
+        return data  # an unknown build is refused when the config is parsed
+    was = build_defaults(old, data)
+    out = {s: dict(v) if isinstance(v, dict) else v for s, v in data.items()}
+    for section, key in {*was, *build_defaults(build, data)} - set(keep):
+        table = out.get(section)
+        fields = _SECTION_TYPES[section].__dataclass_fields__  # type: ignore[attr-defined]
+        if isinstance(table, dict) and key in table and table[key] == was.get((section, key), fields[key].default):
+            del table[key]
+    return out
 
 
 def parse_span(text: str, option: str) -> tuple[int, int] | None:

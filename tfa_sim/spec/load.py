@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.spec.config import CONFIG_DIR, Config, merge, parse_config, parse_override, suggest
+from tfa_sim.spec.config import (
+    CONFIG_DIR,
+    Config,
+    KernelConfig,
+    change_build,
+    merge,
+    parse_config,
+    parse_override,
+    suggest,
+)
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.legality import check_legal
 from tfa_sim.spec.safety import check_name, decode_text, read_bytes
@@ -71,10 +80,15 @@ def load_config(path: str | Path | None = None, case: str | None = None, overrid
 
 def configure(data: dict[str, Any], settings: Sequence[tuple[str, str, Any]]) -> Config:
     """The legal config of ``data`` with each (section, key, value) of ``settings`` set; a changed shape without
-    a ``case.name`` of its own is named after the new shape."""
+    a ``case.name`` of its own is named after the new shape; a changed ``kernel.build`` brings its own defaults
+    where ``data`` holds the old build's (:func:`~tfa_sim.spec.config.change_build`)."""
     renamed = any(sec == "case" and key == "name" for sec, key, _ in settings)
     if not renamed and any(sec == "case" for sec, _, _ in settings) and isinstance(data.get("case"), dict):
         data = {**data, "case": {k: v for k, v in data["case"].items() if k != "name"}}  # name the new shape
+    kernel = data.get("kernel")
+    old = kernel.get("build", KernelConfig.build) if isinstance(kernel, dict) else KernelConfig.build
     for section, key, value in settings:
         data = merge(data, section, key, value)
+    if any((section, key) == ("kernel", "build") for section, key, _ in settings):
+        data = change_build(data, old, keep={(section, key) for section, key, _ in settings})
     return build_config(data)

@@ -36,8 +36,11 @@ def blocks(config: Config) -> int:
 
 
 def grid(config: Config, cores: int) -> int:
-    """The launch's Block Dim: its blocks, or for the dsl build's persistent grid min(units, cores)."""
-    n = blocks(config)
+    """The launch's Block Dim: its blocks (with ``gqa_pack`` CUBE_S0 rows of a K/V head's query heads one after
+    the other, :func:`tfa_sim.spec.blocks.row_groups`), or for the dsl build's persistent grid min(units, cores)."""
+    c = config.case
+    n = c.batch * c.kv_heads * -(-(c.heads // c.kv_heads) * c.s0 // config.tiling.cube_s0) \
+        if config.schedule.gqa_pack else blocks(config)
     return min(n, cores) if config.kernel.build == "dsl" else n
 
 

@@ -83,7 +83,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     out_bytes = nr * n.tile_s1 * FP16
     store_op: tuple[Effect, ...] | None = None
     if k.numerics and nr:
-        store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, t % k.p_fifo.depth))
+        store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, p.t % k.p_fifo.depth))
     store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
     if first and p.credits:
         yield k.wait(STAGE, p.credits)  # allocate(): a P slot before the first store of the tile

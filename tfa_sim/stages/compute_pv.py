@@ -119,6 +119,6 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot, v_first: bool = True) 
     op: tuple[Effect, ...] | None = None
     if k.numerics:
         region = pv.region((slice(0, rows),))
-        op = (Move(acc, region), *k.dump("pv_fifo", t, 0, region, t % k.pv_fifo.depth))
+        op = (Move(acc, region), *k.dump("pv_fifo", t, 0, region, pv.t % k.pv_fifo.depth))
     yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
                   waits=(matmul,), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)

@@ -102,7 +102,7 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
         store_then += (fifo.push,)  # record(): the whole tile is in GM
     op: tuple[Effect, ...] | None = None
     if k.numerics:
-        dump = k.dump("qk_fifo", t, 0, fifo.region((slice(0, rows),)), t % k.qk_fifo.depth) if last else ()
+        dump = k.dump("qk_fifo", t, 0, fifo.region((slice(0, rows),)), fifo.t % k.qk_fifo.depth) if last else ()
         op = (Move(source, fifo.region(cols)), *dump)
     yield k.instr(aic.FIX, STAGE, t, s, "FIXPIPE →qk_tile_fifo", store_cost, waits=store_waits, op=op,
                   then=store_then, nbytes=out_bytes)

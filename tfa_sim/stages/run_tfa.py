@@ -34,7 +34,7 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
-from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, prefetched_rows
+from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, reads_prefetched
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.hardware import Hardware
@@ -139,7 +139,6 @@ class TfaKernel:
                            *matmul_panels(config))
         cores, build = hw.cube_cores, config.kernel.build
         blocks = make_blocks(config, mask, cores)
-        self.prefetched = prefetched_rows(config)
         # the dsl build: a persistent grid whose cores loop over contiguous ranges of units (run_dsl.py)
         self.persistent = build == "dsl"
         self.blocks: Sequence[Block] = persistent_order(blocks, cores) if self.persistent else \
@@ -151,11 +150,8 @@ class TfaKernel:
         its own template; with numerics every block moves its own data, so none is replayed."""
         if self.numerics is not None or self.persistent:
             return None
-        c = self.config.case
-        kv_row = (block.batch * c.kv_heads + block.kv_head) * c.s1
-        q_row = (block.batch * c.heads + int(block.rows.heads.min())) * c.s0
-        some_prefetched = min(kv_row, q_row) < self.prefetched
-        return (block.key, block.index) if some_prefetched and block.key is not None else block.key
+        own = block.key is not None and reads_prefetched(block, self.config)
+        return (block.key, block.index) if own else block.key
 
     def start(self, env: simpy.Environment, core: Core, block: Block | Sequence[Block], stats: Stats) -> BlockKernel:
         """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent kernel:

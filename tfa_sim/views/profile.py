@@ -76,13 +76,14 @@ def _spread(values: list[float]) -> dict[str, Any]:
     return {"min_us": min(values), "max_us": max(values), "per_core_us": values} if values else {}
 
 
-def board_figures(board: BoardProfile, blocks: int, cores: int) -> dict[str, dict[str, Any]]:
+def board_figures(board: BoardProfile, cores: int) -> dict[str, dict[str, Any]]:
     """Per pipe (and ``cube.time``/``vec.time``, a core's whole time): the board's busy µs per core, ``mean_us``
     and, from msprof op's per-block rows, the spread across cores and each core's value (in core order, a core's
     vector cores one after the other)."""
     out: dict[str, dict[str, Any]] = {}
-    if board.units is None:  # an op summary: one block's figures; a core runs blocks / cores of them
-        return {name: {"mean_us": value * blocks / cores} for name, value in board.means.items()}
+    if board.units is None:  # an op summary: one launch block's figures (Block Dim of them: a persistent grid's
+        # block is a core) spread over the cores
+        return {name: {"mean_us": value * board.block_dim / cores} for name, value in board.means.items()}
     per_core: dict[str, dict[tuple[int, int], float]] = defaultdict(lambda: defaultdict(float))
     for unit in board.units:
         for name, value in unit.values.items():
@@ -141,7 +142,7 @@ def side_by_side(board: BoardProfile, summary: dict[str, Any], bubbles: list[dic
                  ) -> dict[str, dict[str, Any]]:
     """Every pipe's entry of profile.json: the board's figures beside the model's run (``summary``'s timing
     keys: blocks, cores_used, pipes, total_cycles, clock_mhz) and its stalls (``bubbles``)."""
-    boards = board_figures(board, summary["blocks"], summary["cores_used"])
+    boards = board_figures(board, summary["cores_used"])
     models, stalls = model_figures(summary), waits(bubbles)
     return {name: _pipe_row(name, boards.get(name), models.get(name), board.columns.get(name), stalls.get(name))
             for name in PIPE_COLUMNS}
@@ -151,7 +152,7 @@ def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str
     """profile.json: the board's task and pipes beside the model's run of the config (``summary``), the
     pipes ordered by disagreement (``largest``) and the largest put in words (``findings``)."""
     cores = summary["cores_used"]
-    boards = board_figures(board, summary["blocks"], cores)
+    boards = board_figures(board, cores)
     pipes = side_by_side(board, summary, bubbles)
     compared = [n for n, p in pipes.items() if p["ratio"]]
     report: dict[str, Any] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from tfa_sim.spec.config import Config
+from tfa_sim.spec.config import BUILD_DEFAULTS, Config, build_defaults
 from tfa_sim.spec.errors import InputError
 
 #: section → key → the kernel's default
@@ -37,8 +37,8 @@ def _suggest(word: str, options: list[str]) -> str:
 
 
 def filled(config: Any) -> dict[str, dict[str, Any]] | None:
-    """``config`` with every missing key at its default (what ``Config.to_dict()`` gives for a legal
-    config); None when it is not a table of known sections of known keys."""
+    """``config`` with every missing key at its default, its build's where the build has its own (what
+    ``Config.to_dict()`` gives for a legal config); None when it is not a table of known sections of known keys."""
     if not isinstance(config, dict) or not set(config) <= set(SCHEMA):
         return None
     out = {}
@@ -47,4 +47,9 @@ def filled(config: Any) -> dict[str, dict[str, Any]] | None:
         if not isinstance(given, dict) or not set(given) <= set(defaults):
             return None
         out[section] = {**defaults, **given}
+    build = out["kernel"]["build"]
+    if build in BUILD_DEFAULTS:
+        for (section, key), value in build_defaults(build, config).items():
+            if key not in config.get(section, {}):
+                out[section][key] = value
     return out

@@ -112,7 +112,9 @@ def probe_key(config: Config, block: Block) -> Hashable:
 
 def probe_config(config: Config) -> Config:
     """``config`` on a one-tile problem: the kernel object whose programs a probe runs (its own block list
-    is never used; a program reads only the tiling, the schedule and the case's head, softcap and dtype)."""
+    is never used; a program reads only the tiling, the schedule and the case's head, softcap and dtype, and
+    under the manual build which inputs the host prefetched: the probe's one-row case prefetches none, so the
+    screen reads every K/V tile from HBM once per K/V head and leaves the prefetch to the simulations)."""
     c = config.case
     case = CaseConfig(name="probe", head=c.head, softcap=c.softcap, dtype=c.dtype, s0=1, s1=config.tiling.tile_s1)
     return dataclasses.replace(config, case=case, schedule=dataclasses.replace(config.schedule, s1_split=1,
