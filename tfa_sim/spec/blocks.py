@@ -297,6 +297,16 @@ def prefetched_columns(block: Block, config: Config) -> int:
     return min(max(prefetched_rows(config) - kv_row, 0), c.s1)
 
 
+def prefetch_signature(block: Block, config: Config) -> tuple[bool, int]:
+    """What of ``block``'s inputs the host prefetched: whether all its Q rows are (its Q load hits), and how many
+    columns of its S1 range, from the first, find their K and V in the L2 — blocks of one key and one signature
+    issue the same reads."""
+    c = config.case
+    last_q = (block.batch * c.heads + int(block.rows.heads.max())) * c.s0 + int(block.rows.pos.max()) + 1
+    first = block.col0(0, 0) if block.tile_ids else 0
+    return last_q <= prefetched_rows(config), max(prefetched_columns(block, config) - first, 0)
+
+
 def reads_prefetched(block: Block, config: Config) -> bool:
     """``block`` reads some input row the host prefetched (:func:`prefetched_rows`): its first Q rows or the first
     K/V columns of its S1 range are in the L2 before the launch, so its loads hit where its peers' miss."""

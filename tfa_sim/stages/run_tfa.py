@@ -34,7 +34,7 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
-from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, reads_prefetched
+from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, prefetch_signature, reads_prefetched
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.hardware import Hardware
@@ -146,12 +146,14 @@ class TfaKernel:
 
     def template_key(self, block: Block) -> Hashable | None:
         """Timing only: the block's own key (equal for blocks that issue the same program and read the same
-        K/V lines); a block some of whose inputs the host prefetched reads other lines than its peers and is
-        its own template; with numerics every block moves its own data, so none is replayed."""
+        K/V lines); blocks some of whose inputs the host prefetched share a template with the blocks that find
+        the same of theirs in the L2 (:func:`~tfa_sim.spec.blocks.prefetch_signature`); with numerics every
+        block moves its own data, so none is replayed."""
         if self.numerics is not None or self.persistent:
             return None
-        own = block.key is not None and reads_prefetched(block, self.config)
-        return (block.key, block.index) if own else block.key
+        if block.key is None or not reads_prefetched(block, self.config):
+            return block.key
+        return block.key, prefetch_signature(block, self.config)
 
     def start(self, env: simpy.Environment, core: Core, block: Block | Sequence[Block], stats: Stats) -> BlockKernel:
         """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent kernel:
