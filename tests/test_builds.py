@@ -218,3 +218,19 @@ def test_a_sweep_points_filled_config_is_the_config_it_runs(build, s1):
 
     given = {"kernel": {"build": build}, "case": {"s1": s1}, "numerics": {"enabled": False}}
     assert filled(given) == build_config(given).to_dict()
+
+
+def test_blocks_finding_the_same_inputs_prefetched_share_a_template():
+    """One head with S0 ≥ S1: every block of the manual build finds all its inputs in the L2, so its blocks are as
+    alike as the JIT build's (one template per block shape, replayed), where a decode step's first block, whose
+    Q rows alone were prefetched, is a template of its own."""
+    from tfa_sim.sim.simulation import launches
+
+    def templates(c):
+        kernel = launches(c, load_hardware(c.hardware))[0]
+        return {kernel.template_key(b) for b in kernel.blocks}
+
+    square = {"heads": 1, "kv_heads": 1, "s0": 128 * 30, "s1": 2048}
+    assert len(templates(config("manual", square))) == len(templates(config("jit", square))) == 1
+    decode = {"heads": 32, "kv_heads": 8, "s0": 1, "s1": 4096}
+    assert len(templates(config("manual", decode))) == len(templates(config("jit", decode))) + 1

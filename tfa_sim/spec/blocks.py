@@ -298,19 +298,17 @@ def prefetched_columns(block: Block, config: Config) -> int:
 
 
 def prefetch_signature(block: Block, config: Config) -> tuple[bool, int]:
-    """What of ``block``'s inputs the host prefetched: whether all its Q rows are (its Q load hits), and how many
-    columns of its S1 range, from the first, find their K and V in the L2 — blocks of one key and one signature
-    issue the same reads."""
-    c = config.case
+    """What of ``block``'s inputs the host prefetched, as its loads see it: whether all its Q rows are (its Q load
+    hits), and how many columns of its S1 range, from the first, find their K and V in the L2 in whole CUBE_S1
+    chunks (a chunk's load hits only when all of it is there) — blocks of one key and one signature issue the
+    same reads."""
+    c, step = config.case, config.tiling.cube_s1
     last_q = (block.batch * c.heads + int(block.rows.heads.max())) * c.s0 + int(block.rows.pos.max()) + 1
-    first = block.col0(0, 0) if block.tile_ids else 0
-    return last_q <= prefetched_rows(config), max(prefetched_columns(block, config) - first, 0)
+    first = block.col0(0, 0) if block.tile_ids else c.s1
+    return last_q <= prefetched_rows(config), max(prefetched_columns(block, config) - first, 0) // step * step
 
 
 def reads_prefetched(block: Block, config: Config) -> bool:
-    """``block`` reads some input row the host prefetched (:func:`prefetched_rows`): its first Q rows or the first
-    K/V columns of its S1 range are in the L2 before the launch, so its loads hit where its peers' miss."""
-    c = config.case
-    q_row = (block.batch * c.heads + int(block.rows.heads.min())) * c.s0
-    first = block.col0(0, 0) if block.tile_ids else c.s1
-    return q_row < prefetched_rows(config) or first < prefetched_columns(block, config)
+    """Some load of ``block`` hits what the host prefetched (:func:`prefetch_signature`) where its peers' miss."""
+    q_hit, kv_columns = prefetch_signature(block, config)
+    return q_hit or kv_columns > 0
