@@ -77,14 +77,19 @@ def test_a_prefetched_or_persistent_launch_folds_closely(build, rel):
     ({"heads": 8, "kv_heads": 8, "s0": 4096, "s1": 4096},
      "blocks up to 31 read inputs the host prefetched (S0·HEAD elements), the later ones from HBM: the waves "
      "differ beyond the first"),
-    ({"heads": 1, "kv_heads": 1, "s0": 1024, "s1": 8192},
-     "block 0 reads its K/V columns below 1024 from what the host prefetched (S0·HEAD elements) and the rest "
+    ({"heads": 1, "kv_heads": 1, "s0": 4096, "s1": 16384},
+     "block 0 reads its K/V columns below 4096 from what the host prefetched (S0·HEAD elements) and the rest "
      "from HBM: its tiles differ")])
 def test_a_launch_prefetched_in_part_runs_in_full(case, why):
     """The manual build prefetches S0·HEAD elements of each input. With 8 heads of S0 = S1 = 4096 that is head
     0's Q, K and V, read by blocks 0–31; the first sampled wave holds 24 of them, so the fold would count hits
-    for every later wave. With one head of S0 = 1024 < S1 = 8192 each block finds its first 1024 K/V columns
-    in the L2, where the tile cuts lie. Either launch runs in full, saying why."""
+    for every later wave. With one head of S0 = 4096 < S1 = 16384 each block finds its first 4096 K/V columns
+    in the L2, past the shorter tile cut (12 tiles, 3072 columns), so the cuts' difference would be all hits.
+    Either launch runs in full, saying why; a prefetch within the shorter cut (a decode step's one S0 = 128 chunk)
+    folds."""
+    if case["s0"] == 4096:
+        ok, hw = timing({"heads": 1, "kv_heads": 1, "s0": 128, "s1": 16384}, {}, "manual")
+        assert isinstance(simulate(ok, hw, None, log_events=False, fold=True).folded, list)
     config, hw = timing(case, {}, "manual")
     folded = simulate(config, hw, None, log_events=False, fold=True)
     assert folded.folded == f"not folded: {why}"

@@ -102,8 +102,9 @@ def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
     A launch some of whose blocks read inputs the host prefetched (the manual build's S0·HEAD elements) folds
     only when those blocks all run in its first sampled wave or are all its blocks: the fold takes one more
     wave's cost from its first waves, so prefetched blocks beyond them would count as hits in every later wave.
-    Nor does it fold when the prefetch ends inside a block's K/V columns (S0 < S1): the tile cuts would lie in
-    the prefetched part and extrapolate its hits to the rest.
+    Nor does it fold when the prefetch ends inside a block's K/V columns (S0 < S1) beyond the shorter tile cut:
+    the cuts' difference would lie in the prefetched part and extrapolate its hits to the rest (a prefetched part
+    within the shorter cut is in both cuts alike and leaves their difference alone).
     """
     blocks = kernels[0].blocks
     masked = [b for b in blocks if b.mask.kind != "none"]
@@ -112,10 +113,11 @@ def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
     config = getattr(kernels[0], "config", None)
     if config is None or not prefetched_rows(config):
         return None
-    step = config.tiling.cube_s1
+    s = config.schedule
+    short = cuts(s.qk_preload, s.cv_fifo_cons_sync_period)[0] * config.tiling.tile_s1  # the shorter cut's columns
     for b in blocks:
         done = prefetched_columns(b, config)
-        if b.tile_ids and b.col0(0, 0) + step <= done < b.tile_end * config.tiling.tile_s1:
+        if b.tile_ids and b.col0(0, 0) + short < done < b.tile_end * config.tiling.tile_s1:
             return (f"block {b.index} reads its K/V columns below {done} from what the host prefetched (S0·HEAD "
                     f"elements) and the rest from HBM: its tiles differ")
     hits = [i for i, b in enumerate(blocks) if reads_prefetched(b, config)]
