@@ -8,12 +8,13 @@ of the launch — its first one and two waves (and the first wave with the
 partial last one), each block cut to its first k tiles for two cut lengths past
 the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
 the full launch's time (a persistent grid's from its second and third waves of
-units per core, whose cuts keep the units' phase of the credit rule).  GM and HBM bytes and every pipe's busy and stall
-cycles are combined the same way (:func:`figures_of`), so busy shares, stalls
-and the bound pipe estimate the full launch's; no per-core balance is
-reported.  A dimension already within its samples is simulated in full (no
-fold along it); the combine launch folds over waves only, and its busy and
-stall cycles are not added to the first launch's.  The samples are
+units per core, whose cuts keep the units' phase of the credit rule).  GM and
+HBM bytes and every pipe's busy and stall cycles are combined the same way
+(:func:`figures_of`), so busy shares, stalls and the bound pipe estimate the
+full launch's; no per-core balance is reported.  A dimension already within
+its samples is simulated in full (no fold along it); the combine launch folds
+over waves only, and its busy and stall cycles are not added to the first
+launch's.  The samples are
 independent simulations: where a second CPU is free (in a sweep worker: when
 its share of the CPUs is two or more), a forked process runs about half of
 them (:func:`_measure`); the figures are the same either way.
@@ -34,7 +35,7 @@ from typing import Any
 
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
 from tfa_sim.sim.parallel import Forked, can_fork
-from tfa_sim.spec.blocks import Block, prefetched_columns, prefetched_rows, reads_prefetched
+from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns, prefetched_rows, reads_prefetched
 from tfa_sim.spec.hardware import Hardware
 
 #: Blocks per core of the samples; a persistent grid's cores reach their steady state one unit later (the first
@@ -272,7 +273,7 @@ def sample_key(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> H
         config.case, name="", s0=0, s1=0))
     blocks = [b if tiles is None else _cut(b, tiles) for b in list(kernel.blocks)[:count]]
     shapes = tuple((b.n_rows, b.batch, b.kv_head, b.tile_ids, b.active, b.mask.kind, b.chunks,
-                    config is not None and reads_prefetched(b, config)) for b in blocks if isinstance(b, Block))
+                    config is not None and prefetch_signature(b, config)) for b in blocks if isinstance(b, Block))
     return repr((type(kernel).__name__, kernel.name, program, hw)), shapes, count, tiles
 
 
