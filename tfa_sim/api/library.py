@@ -217,6 +217,7 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     takes them; it runs timing only.  ``out``: the directory to write (True: a new ``runs/profile-<case>-<time>``);
     without it nothing is written.  Every check runs before anything is written."""
     from tfa_sim.rundir.msprof import read_profile
+    from tfa_sim.spec.blocks import split_count
     from tfa_sim.spec.hardware import load_hardware
     from tfa_sim.spec.workload import grid
     from tfa_sim.views.analysis import bubbles
@@ -225,10 +226,10 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     board = read_profile(check_path(path, "profile"), op)
     timing_only = {**(overrides or {}), "numerics.enabled": False, "numerics.intermediate_check": False}
     run_config = chosen(config, case, timing_only, hw)
+    cores = load_hardware(run_config.hardware).cube_cores
     check_clock(board, load_hardware(run_config.hardware))
-    done = runner.compute(run_config, None, event_log=False)
-    check_launch(board, run_config.name, grid(run_config, load_hardware(run_config.hardware).cube_cores),
-                 len(done.summary["launches"]))
+    check_launch(board, run_config.name, grid(run_config, cores), 2 if split_count(run_config, cores) > 1 else 1)
+    done = runner.compute(run_config, None, event_log=False)  # only once the profile is the config's launch
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
     result = ProfileResult(compare(board, done.summary, stalls))
     if out is not None and out is not False:
