@@ -133,6 +133,12 @@ def other_operator_only(root: Path) -> None:
         (root / name).unlink()
 
 
+def blank_then_nan(path: Path) -> None:
+    """A blank line after the header (msprof writes none, an editor may), then the NaN of line 3, now line 4."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    path.write_text("\n".join([lines[0], "", *lines[1:]]).replace(",22.0057,", ",nan,"), encoding="utf-8")
+
+
 #: Bad input: a change to a copy of a2_op_single, extra arguments, and what the one line must say.
 BAD = {
     "missing file": (lambda d: (d / "PipeUtilization.csv").unlink(), (), "has no PipeUtilization.csv files"),
@@ -141,7 +147,9 @@ BAD = {
     "another Block Dim": (lambda d: None, ("--set", "case.s0=1024"), "Block Dim 4, but case_float_H_128_S0_1024_S1_2048"
                           " launches 8 blocks"),
     "NaN": (lambda d: rewrite(d / "PipeUtilization.csv", ",22.0057,", ",nan,"), (),
-            "column aiv_vec_time(us): nan is not a time or count"),
+            "line 3, column aiv_vec_time(us): nan is not a time or count"),
+    "NaN after a blank line": (lambda d: blank_then_nan(d / "PipeUtilization.csv"), (),
+                               "line 4, column aiv_vec_time(us): nan is not a time or count"),
     "negative time": (lambda d: rewrite(d / "PipeUtilization.csv", ",9.45722,", ",-9.45722,"), (),
                       "column aic_cube_time(us): -9.45722 is not a time or count"),
     "another operator's rows only": (other_operator_only, (), "aic_mac_time(us) of Cast is N/A"),

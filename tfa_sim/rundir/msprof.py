@@ -104,15 +104,17 @@ class Table:
         if bad >= 0:
             raise InputError(f"profile file {path} is binary, not text (byte {bad} is 0x{data[bad]:02x}): not the CSV "
                              f"msprof writes; give the .csv files of msprof's output")
-        try:
-            rows = [r for r in csv.reader(text.splitlines()) if any(cell.strip() for cell in r)]
+        reader = csv.reader(text.splitlines())
+        try:  # each kept row with the file's line it ends on (blank lines are skipped, not renumbered)
+            numbered = [(reader.line_num, r) for r in reader if any(cell.strip() for cell in r)]
         except csv.Error as exc:
             raise InputError(f"profile file {path} is not a CSV ({exc})") from None
-        if not rows:
+        if not numbered:
             raise InputError(f"profile file {path} is empty; {FIX_COLLECT}")
-        self.header = [h.strip() for h in rows[0]]
-        self.rows = rows[1:]
-        for n, row in enumerate(self.rows, start=2):
+        self.header = [h.strip() for h in numbered[0][1]]
+        self.rows = [r for _, r in numbered[1:]]
+        self.lines = [n for n, _ in numbered[1:]]
+        for n, row in zip(self.lines, self.rows):
             if len(row) != len(self.header):
                 raise InputError(f"profile file {path} line {n} has {len(row)} cells, its header {len(self.header)}: "
                                  f"the file is cut or damaged")
@@ -134,7 +136,7 @@ class Table:
         text = re.sub(r"\s*(mhz|us|μs|µs)$", "", self.rows[row][col].strip(), flags=re.IGNORECASE)
         if text.lower() in MISSING:
             return None
-        where = f"profile file {self.path} line {row + 2}, column {self.header[col]}"
+        where = f"profile file {self.path} line {self.lines[row]}, column {self.header[col]}"
         try:
             value = float(text)
         except ValueError:
@@ -148,7 +150,7 @@ class Table:
         """A whole number ≥ 1 (Block Dim, block_id + 1), or None when missing."""
         value = self.number(row, col)
         if value is not None and (value != int(value) or (value < 1 and what != "block_id")):
-            raise InputError(f"profile file {self.path} line {row + 2}: {what} {value:g} is not a count; "
+            raise InputError(f"profile file {self.path} line {self.lines[row]}: {what} {value:g} is not a count; "
                              f"collect with --task-time=l1")
         return None if value is None else int(value)
 
@@ -323,7 +325,7 @@ def _units(table: Table, pipes: bool) -> tuple[list[Unit], dict[str, str]]:
     for r, row in enumerate(table.rows):
         block = table.count(r, block_col, "block_id")
         if block is None:
-            raise InputError(f"profile file {table.path} line {r + 2}: block_id is missing")
+            raise InputError(f"profile file {table.path} line {table.lines[r]}: block_id is missing")
         found = False
         for kind, col in times.items():
             time = table.number(r, col)
@@ -333,8 +335,8 @@ def _units(table: Table, pipes: bool) -> tuple[list[Unit], dict[str, str]]:
             for pipe, c in cols.items():
                 value = table.number(r, c) if pipe.startswith(kind + ".") else None
                 if value is None and pipe.startswith(kind + ".") and pipes and pipe in SIMULATED:
-                    raise InputError(f"profile file {table.path} line {r + 2}: {table.header[c]} is missing on a "
-                                     f"{kind} core's row; {FIX_COLLECT}")
+                    raise InputError(f"profile file {table.path} line {table.lines[r]}: {table.header[c]} is missing "
+                                     f"on a {kind} core's row; {FIX_COLLECT}")
                 if value is not None:
                     unit.values[pipe] = value
             digits = re.search(r"(\d+)\s*$", row[sub_col])
@@ -342,8 +344,8 @@ def _units(table: Table, pipes: bool) -> tuple[list[Unit], dict[str, str]]:
             units.append(unit)
             found = True
         if not found:
-            raise InputError(f"profile file {table.path} line {r + 2} has neither aic_time(us) nor aiv_time(us): "
-                             f"no core to put it on")
+            raise InputError(f"profile file {table.path} line {table.lines[r]} has neither aic_time(us) nor "
+                             f"aiv_time(us): no core to put it on")
     _number_lanes(units, order)
     return units, {pipe: table.header[c] for pipe, c in cols.items()}
 
@@ -410,9 +412,9 @@ def _read_summary(root: Path, tables: list[Table], op: str | None, pipes: bool) 
         for pipe, c in cols.items():
             value = t.number(r, c)
             if value is None and pipes and pipe in SIMULATED:
-                raise InputError(f"op summary {t.path} line {r + 2}: {t.header[c]} of {name} is N/A: {name} ran on "
-                                 f"no cube and vector cores as the TFA kernel does (pick the kernel with --op NAME), "
-                                 f"or the profile has no PipeUtilization (collect with --task-time=l1 "
+                raise InputError(f"op summary {t.path} line {t.lines[r]}: {t.header[c]} of {name} is N/A: {name} "
+                                 f"ran on no cube and vector cores as the TFA kernel does (pick the kernel with --op "
+                                 f"NAME), or the profile has no PipeUtilization (collect with --task-time=l1 "
                                  f"--aic-metrics=PipeUtilization)")
             if value is not None:
                 figures[pipe].append(value)
