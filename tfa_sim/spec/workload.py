@@ -7,6 +7,7 @@ sums of it over row blocks are floor sums, computed in O(log) steps.
 """
 from __future__ import annotations
 
+from tfa_sim.spec.blocks import row_groups
 from tfa_sim.spec.config import Config
 
 #: Instruction groups per issued logical tile ≈ GROUPS_PER_SUB·kTileFactor + GROUPS_PER_TILE, plus
@@ -36,11 +37,9 @@ def blocks(config: Config) -> int:
 
 
 def grid(config: Config, cores: int) -> int:
-    """The launch's Block Dim: its blocks (with ``gqa_pack`` CUBE_S0 rows of a K/V head's query heads one after
-    the other, :func:`tfa_sim.spec.blocks.row_groups`), or for the dsl build's persistent grid min(units, cores)."""
-    c = config.case
-    n = c.batch * c.kv_heads * -(-(c.heads // c.kv_heads) * c.s0 // config.tiling.cube_s0) \
-        if config.schedule.gqa_pack else blocks(config)
+    """The launch's Block Dim: its row blocks (:func:`tfa_sim.spec.blocks.row_groups`, GQA packing included), or
+    for the dsl build's persistent grid min(units, cores)."""
+    n = len(row_groups(config))
     return min(n, cores) if config.kernel.build == "dsl" else n
 
 

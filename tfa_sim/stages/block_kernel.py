@@ -28,7 +28,7 @@ from tfa_sim.engine.issue import Program, Wait
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.numerics.rounding import kernel_cube_k
-from tfa_sim.spec.blocks import Block, prefetched_rows
+from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns, prefetched_rows
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
@@ -218,8 +218,7 @@ class BlockKernel:
         ``named_lines`` (a persistent core's units) the head is part of the name; :data:`PREFETCHED` when the
         host put it into the L2 before the launch."""
         b, col0 = self.block, self.block.col0(t, s)
-        if (b.batch * self.config.case.kv_heads + b.kv_head) * self.config.case.s1 + col0 + self.shape.cube_s1 \
-                <= self.prefetched:
+        if self.prefetched and col0 + self.shape.cube_s1 <= prefetched_columns(b, self.config):
             return PREFETCHED
         if self.named_lines:
             return tensor, col0, b.line_base
@@ -228,9 +227,7 @@ class BlockKernel:
     def q_line(self) -> Hashable:
         """The L2 line of the block's Q load: :data:`PREFETCHED` when the host put those rows into the L2 before
         the launch, else a read from HBM (:data:`MISS`)."""
-        b, c = self.block, self.config.case
-        last = (b.batch * c.heads + int(b.rows.heads.max())) * c.s0 + int(b.rows.pos.max()) + 1
-        return PREFETCHED if last <= self.prefetched else MISS
+        return PREFETCHED if self.prefetched and prefetch_signature(self.block, self.config)[0] else MISS
 
     @property
     def data(self) -> Numerics:

@@ -34,7 +34,7 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
-from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, prefetch_signature, reads_prefetched
+from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, prefetch_signature
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.hardware import Hardware
@@ -151,9 +151,8 @@ class TfaKernel:
         block moves its own data, so none is replayed."""
         if self.numerics is not None or self.persistent:
             return None
-        if block.key is None or not reads_prefetched(block, self.config):
-            return block.key
-        return block.key, prefetch_signature(block, self.config)
+        signature = prefetch_signature(block, self.config)
+        return block.key if block.key is None or signature == (False, 0) else (block.key, signature)
 
     def start(self, env: simpy.Environment, core: Core, block: Block | Sequence[Block], stats: Stats) -> BlockKernel:
         """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent kernel:
