@@ -96,13 +96,18 @@ def preload_panels(rows: list[dict[str, Any]], axes: list[str], metric: str) -> 
     return _panels(rows, axes, metric, [SERIES, PRELOAD] if SERIES in other else [PRELOAD])
 
 
+#: The cell luminance L above which black text contrasts more than white: (L + 0.05) / 0.05 = 1.05 / (L + 0.05)
+#: (WCAG contrast); 0.17913, not the rounded 0.179, under which cells of L 0.179–0.17913 took the weaker black.
+BLACK_ABOVE = math.sqrt(1.05 * 0.05) - 0.05
+
+
 def label_color(rgba: tuple[float, ...]) -> str:
     """Black or white text, whichever contrasts more with a cell of colour ``rgba`` (WCAG luminance)."""
     def linear(c: float) -> float:
         return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
 
     r, g, b = (linear(c) for c in rgba[:3])
-    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > BLACK_ABOVE else "white"
 
 
 def _best_title(panel: dict[str, Any]) -> str:
