@@ -35,8 +35,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-full", action="store_true", help="skip the full simulations")
     args = parser.parse_args()
-    # every folded run first: after the dsl build's full run (11 GB at its peak) the next folded run, which forks
-    # its sampler, took 130–138 s instead of about 1 s (2026-11-26, twice); a fresh process is what a user runs
+    # every folded run first: a fresh process is what a user runs (when a full dsl run peaked at 11 GB, the next
+    # folded run, which forks its sampler, took 130–138 s instead of about 1 s)
     folded = {build: [timed(build, True) for _ in range(args.repeats)] for build in BUILDS}
     for build in BUILDS:
         runs = folded[build]

@@ -183,6 +183,7 @@ class _Chip:
         base = getattr(block, "line_base", None)
         for pipe in core.pipes():  # input lines are named relative to the block's tensors: templates replay
             pipe.line_base = base
+            pipe.keep_waits = key is not None
         run = kernel.start(self.env, core, block, self.stats) if cached is None else cached[0]
         streams = core.streams = [IssueStream(self.env, pipes[0].unit, pipes) for pipes, _ in run.programs]
         if cached is None:

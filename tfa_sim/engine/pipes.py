@@ -172,6 +172,9 @@ class Pipe:
         self.env = env
         self.gm = gm
         self.line_base: Hashable = None  # whose input lines the block on this core reads (Block.line_base)
+        #: a finished instruction keeps its waits (a recorded template replays it); else they are dropped, so
+        #: that a long program does not keep every instruction it ran alive through the chain of hand-offs
+        self.keep_waits = True
         self.busy = 0.0
         self.executed = 0
         self.stall_by: defaultdict[tuple[str, str, str], float] = defaultdict(float)  # (stage, cause, what)
@@ -354,6 +357,8 @@ class Pipe:
             ins._done.succeed()
         if self.log:
             self._log(ins)
+        if not self.keep_waits:
+            ins.waits, ins.then, ins.deps, ins.stream_wait = (), (), None, None
         if ins.waiters:
             for pipe in ins.waiters:
                 pipe._advance()
