@@ -177,6 +177,25 @@ def test_each_build_issues_its_own_stage_order():
                                 ("TLOAD V", 0, 1), ("TLOAD K", 3, 1)]
 
 
+@pytest.mark.parametrize("build, taker, setter", [
+    ("manual", "TSTORE x_exp →p_tile_fifo", ("TLOAD P", 1)),
+    ("dsl", "TLOAD QK", ("TLOAD V", 1)),
+])
+def test_each_build_waits_for_its_p_slot_where_its_source_does(build, taker, setter):
+    """Period 8, one block: the AIV's first P credit wait is before tile 8.  The manual kernel's TPUSH allocates
+    right before the first store of x_exp (compute_p runs its first row slice's load and softmax meanwhile); the
+    port's ``talloc`` follows the QK ``tpop`` before any load (fa_builder.py ``emit_softmax``).  The credit is
+    the cube's ``free()`` of P(7): the manual kernel's with the last sub-tile's P load, the port's ``tfree`` in
+    ``push_pv`` after the last sub-tile's V load."""
+    c = config(build, {"s0": 128, "s1": 256 * 12}, {"cv_fifo_cons_sync_period": 8})
+    records = simulate(c, load_hardware(c.hardware), None).stats.events.records()
+    by_id = {r.id: r for r in records}
+    credits = [(r.kind, by_id[pred].kind, by_id[pred].stage, by_id[pred].tile, by_id[pred].sub)
+               for r in records if r.unit == "core0.veccore0" and r.stage == "compute_p" and r.tile == 8
+               for pred, cause, _lat, via in r.deps if cause == "credit"]
+    assert credits == [(taker, setter[0], "compute_pv", 7, setter[1])]
+
+
 @pytest.mark.parametrize("s0", [2048, 512])
 def test_the_manual_build_reads_what_its_host_prefetched_from_the_l2(s0):
     """The manual build's host program prefetches S0·HEAD elements of Q, K and V (PTO_PREFETCH): at S0 = S1

@@ -44,8 +44,10 @@ def softmax(backend: Backend, masked: np.ndarray | None, scale: np.float32, soft
     return tuple(backend.compute_p(x, m_prev, l_prev, scale, mask=masked, softcap=softcap, out_dtype=dtype))
 
 
-def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program:
-    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``; ``src_id``: the shared ping-pong counter."""
+def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int, allocate_first: bool = False) -> Program:
+    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``; ``src_id``: the shared ping-pong counter.
+    ``allocate_first``: the producer's ``allocate()`` follows the QK ``wait()``, before the tile's first load,
+    as the dsl build's ``talloc`` (else before the first store)."""
     b, n, aiv = k.block, k.shape, k.aiv[lane]
     qk, p = k.qk_fifo.tile(t, (lane,)), k.p_fifo.tile(t, (lane,))
     first, last = r == 0, r == n.k_tile_factor - 1
@@ -58,8 +60,9 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     load_then: tuple[Effect, ...] = ()
     if last:  # free(): the QK tile is read; a credit when the credit rule says so
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
-    if first:
-        yield k.wait(STAGE, qk.ready)  # wait(): the QK tile is in GM
+    early = first and allocate_first and bool(p.credits)
+    if first:  # wait(): the QK tile is in GM (and with allocate_first, talloc: a P slot)
+        yield k.wait(STAGE, (*qk.ready, *p.credits) if early else qk.ready)
     load_cost = k.gm_move(src_bytes, "gm_to_ub", chunks=n.k_tile_factor) if nr else 0.0
     load = yield k.instr(
         aiv.MTE2, STAGE, t, r, "TLOAD QK", load_cost, waits=(src,),
@@ -85,7 +88,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     if k.numerics and nr:
         store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, p.t % k.p_fifo.depth))
     store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
-    if first and p.credits:
+    if first and p.credits and not early:
         yield k.wait(STAGE, p.credits)  # allocate(): a P slot before the first store of the tile
     store_cost = k.gm_move(out_bytes, "ub_to_gm", chunks=n.k_tile_factor) if nr else 0.0
     yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", store_cost,

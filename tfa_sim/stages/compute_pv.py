@@ -8,7 +8,7 @@ Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
    AIVs' P-FIFO ready flags, and nothing after it is issued until then;
 3. ``TLOAD P`` (MTE2): the P chunk (fp16 ``x_exp``) from the P FIFO into an L1
    slot; the last sub-tile frees the P tile and, when the credit rule says so,
-   returns a credit (``free()``);
+   returns a credit (``free()``; the dsl build: with its V load, below);
 4. ``TEXTRACT`` (MTE1): P and V panels into L0A/L0B halves;
 5. ``TMATMUL`` (M): accumulate into the tile's L0C accumulator (taken at sub-tile
    0 and held across the tile's sub-tiles: Init, Acc, Final) — the accumulator
@@ -63,18 +63,19 @@ def pv_tile(backend: Backend, panel: int, block: Block, t: int, p: np.ndarray, v
     return np.zeros((p.shape[0], v.shape[1]), np.float32) if acc is None else acc
 
 
-def _load_v(k: BlockKernel, t: int, s: int, v_l1: Slot, v_bytes: int) -> Program:
-    """``TLOAD V``: the sub-tile's V chunk into an L1 slot."""
+def _load_v(k: BlockKernel, t: int, s: int, v_l1: Slot, v_bytes: int, then: tuple[Effect, ...] = ()) -> Program:
+    """``TLOAD V``: the sub-tile's V chunk into an L1 slot (``then``: its completion effects)."""
     load = yield k.instr(
         k.aic.MTE2, STAGE, t, s, "TLOAD V", k.gm_move(v_bytes, "gm_to_l1", k.kv_line("v", t, s)), waits=(v_l1,),
-        op=(Move(k.gm_v(k.block.col0(t, s)), v_l1),) if k.numerics else None, nbytes=v_bytes)
+        op=(Move(k.gm_v(k.block.col0(t, s)), v_l1),) if k.numerics else None, then=then, nbytes=v_bytes)
     return load
 
 
 def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot, v_first: bool = True) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns).
     ``v_first``: the V load is issued before the wait for P (the manual kernel); else after the P load (the
-    dsl build's ``emit_pv_sub``)."""
+    dsl build's ``emit_pv_sub``), and the P tile's ``free()`` follows the last sub-tile's V load on the MTE2
+    (``push_pv``: the ``tfree`` after the sub-tile's loads)."""
     b, n, aic = k.block, k.shape, k.aic
     p = k.p_fifo.tile(t)
     free: tuple[Effect, ...] = ()
@@ -94,9 +95,9 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot, v_first: bool = True) 
         yield k.wait(STAGE, p.ready)  # wait(): both AIVs' rows of P(t) are in GM
     load_p = yield k.instr(
         aic.MTE2, STAGE, t, s, "TLOAD P", k.gm_move(p_bytes, "gm_to_l1"), waits=(p_l1,),
-        op=(Move(p.region(cols), p_l1),) if k.numerics else None, then=free, nbytes=p_bytes)
+        op=(Move(p.region(cols), p_l1),) if k.numerics else None, then=free if v_first else (), nbytes=p_bytes)
     if load_v is None:
-        load_v = yield from _load_v(k, t, s, v_l1, v_bytes)
+        load_v = yield from _load_v(k, t, s, v_l1, v_bytes, then=free)
     extract = yield k.instr(
         aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
         op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))

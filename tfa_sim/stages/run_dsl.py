@@ -83,7 +83,7 @@ def _aiv_unit(k: BlockKernel, lane: int, src: int) -> Program:
     tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
     for t in range(min(preload, tiles)):
         for r in range(kf):
-            yield from compute_p(k, lane, t, r, src)
+            yield from compute_p(k, lane, t, r, src, allocate_first=True)
             src += 1
     for t in range(tiles):
         for r in range(kf):
@@ -91,6 +91,6 @@ def _aiv_unit(k: BlockKernel, lane: int, src: int) -> Program:
             src += 1
         if t + preload < tiles:
             for r in range(kf):
-                yield from compute_p(k, lane, t + preload, r, src)
+                yield from compute_p(k, lane, t + preload, r, src, allocate_first=True)
                 src += 1
     return src
