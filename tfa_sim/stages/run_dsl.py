@@ -9,7 +9,9 @@ units and one unit's work runs into the next's.  Per unit the stage order differ
   then per tile t and sub-tile s ``compute_pv(t, s)`` (P loaded before V) followed by
   ``compute_qk(t + qk_preload, s)``, and drains the last PV tiles;
 * each AIV runs the P prologue, then per tile ``compute_gu(t)`` — in kTileFactor row slices — before the row
-  slices of ``compute_p(t + qk_preload)``; its ``l1_exp_max`` ring has ``qk_preload`` entries (EXP_RING).
+  slices of ``compute_p(t + qk_preload)``, whose ``talloc`` of the P slot follows the QK ``tpop`` before the
+  tile's first load (the cube's ``tfree`` of P follows its last V load); its ``l1_exp_max`` ring has
+  ``qk_preload`` entries (EXP_RING).
 
 The port has no block-end handshake: after its last unit a core drains the credits nobody waited for (the
 pipes' destructors, ``TPipe::~TPipe``).
