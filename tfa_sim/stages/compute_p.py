@@ -60,9 +60,9 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int, allocate_f
     load_then: tuple[Effect, ...] = ()
     if last:  # free(): the QK tile is read; a credit when the credit rule says so
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
-    early = first and allocate_first and bool(p.credits)
-    if first:  # wait(): the QK tile is in GM (and with allocate_first, talloc: a P slot)
-        yield k.wait(STAGE, (*qk.ready, *p.credits) if early else qk.ready)
+    talloc = p.credits if first and allocate_first else ()  # the dsl build's talloc: the P slot's credit now
+    if first:  # wait(): the QK tile is in GM
+        yield k.wait(STAGE, (*qk.ready, *talloc))
     load_cost = k.gm_move(src_bytes, "gm_to_ub", chunks=n.k_tile_factor) if nr else 0.0
     load = yield k.instr(
         aiv.MTE2, STAGE, t, r, "TLOAD QK", load_cost, waits=(src,),
@@ -88,7 +88,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int, allocate_f
     if k.numerics and nr:
         store_op = (Move(x_exp, p.region(rows)), *k.dump("p_fifo", t, row0, x_exp, p.t % k.p_fifo.depth))
     store_then = (*((p.claim,) if first else ()), x_exp.release, *((p.push,) if last else ()))
-    if first and p.credits and not early:
+    if first and p.credits and not talloc:
         yield k.wait(STAGE, p.credits)  # allocate(): a P slot before the first store of the tile
     store_cost = k.gm_move(out_bytes, "ub_to_gm", chunks=n.k_tile_factor) if nr else 0.0
     yield k.instr(aiv.MTE3, STAGE, t, r, "TSTORE x_exp →p_tile_fifo", store_cost,
