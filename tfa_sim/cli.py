@@ -6,13 +6,16 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tfa_sim import __version__
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
 from tfa_sim.spec.config import BUILDS, Config, parse_override, parse_span
 from tfa_sim.spec.errors import InputError, TfaSimError
 from tfa_sim.spec.safety import check_name, check_path, os_problem, show
+
+if TYPE_CHECKING:
+    from tfa_sim.explore.points import Point
 
 
 class _Parser(argparse.ArgumentParser):
@@ -187,8 +190,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from tfa_sim.rundir.directory import atomic_write
     from tfa_sim.rundir.outputs import new_run_dir, write_json
 
+    if args.check and args.write_presets:
+        raise InputError("--check fits nothing, so it writes no presets: drop --write-presets, or --check to fit")
     points, profiled = calibration_points(args.points, args.exclude, args.kernel, args.profiles)
     kinds = ", ".join(builds(points))
+    if args.check:
+        return _check_presets(points, kinds, args.out)
     print(f"tfa-sim calibrate: fitting to {len(points)} measured points of the builds {kinds}…", flush=True)
     sim = Simulator()
     result = fit(points, sim)
@@ -209,6 +216,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(report)
     print(f"wrote {out}/report.txt, calibration.json and presets {', '.join(str(p) for p in written)} "
           f"(use one with --hw FILE)")
+    return 0
+
+
+def _check_presets(points: list[Point], kinds: str, out_dir: str | None) -> int:
+    """``tfa-sim calibrate --check``: the presets against the points, no fit (tfa_sim.explore.check_points)."""
+    from tfa_sim.explore.check_points import check_points, check_record, format_check
+    from tfa_sim.rundir.directory import atomic_write
+    from tfa_sim.rundir.outputs import new_run_dir, write_json
+
+    print(f"tfa-sim calibrate --check: the presets against {len(points)} measured points of the builds {kinds}…",
+          flush=True)
+    rows = check_points(points)
+    out = Path(out_dir) if out_dir else new_run_dir("calibration-check")
+    out.mkdir(parents=True, exist_ok=True)
+    report = format_check(rows)
+    atomic_write(out / "check.txt", lambda f: f.write((report + "\n").encode("utf-8")))
+    write_json(out / "check.json", check_record(rows))
+    print(report)
+    print(f"wrote {out}/check.txt and check.json")
     return 0
 
 
@@ -471,6 +497,9 @@ def _explore_parsers(sub: Any) -> None:
                                  "(default: runs/calibration-<time>)")
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")
+    p.add_argument("--check", action="store_true",
+                   help="fit nothing: each point beside the presets' prediction and its 90 %% interval, the errors "
+                   "and the coverage (DIR/check.txt, check.json)")
     p.set_defaults(func=cmd_calibrate)
 
 

@@ -501,14 +501,15 @@ def domain(points: Sequence[Point], width: float) -> dict[str, Any]:
     def seen(attr: str) -> list[int]:
         return sorted({getattr(p, attr) for p in points})
 
-    waves = [-(-p.blocks // (p.cores or base_preset(p.preset).cube_cores)) for p in points]
+    units = [p.blocks * p.s1_split for p in points]  # a launch's blocks, or the dsl build's units
+    waves = [-(-n // (p.cores or base_preset(p.preset).cube_cores)) for n, p in zip(units, points)]
     return {"calibration.builds": builds(points), "calibration.points": len(points),
-            "calibration.half_width": round(width, 4), "calibration.blocks_max": max(p.blocks for p in points),
+            "calibration.half_width": round(width, 4), "calibration.blocks_max": max(units),
             "calibration.waves_max": max(waves),
             "calibration.s1": seen("s1"), "calibration.head": seen("head"), "calibration.cube_s0": seen("cube_s0"),
             "calibration.cube_s1": seen("cube_s1"), "calibration.tile_s1": seen("tile_s1"),
             "calibration.qk_preload": seen("qk_preload"), "calibration.cv_fifo_size": seen("cv_fifo_size"),
-            "calibration.cv_fifo_cons_sync_period": seen("sync_period")}
+            "calibration.cv_fifo_cons_sync_period": seen("sync_period"), "calibration.s1_split": seen("s1_split")}
 
 
 def write_presets(f: Fit, width: float, directory: Path | None, note: str) -> list[Path]:

@@ -16,6 +16,11 @@ A point (:class:`Point`, one CSV row) says which build of the kernel ran (``kern
 
 The builds share one parameter set: they differ in mechanisms (launch grid, prefetch, stage order), not in
 fitted values, so one fit takes the points of all three.
+
+A CSV may also be in the board tables' own columns (``card`` for ``preset``, ``units`` and ``grid`` for
+``blocks``, ``s1_split``; :func:`_from_table`): a card names its preset (:data:`CARD_PRESETS`), ``units`` must be
+the launch's work units (S0/CUBE_S0 · s1_split) and ``grid`` its Block Dim, and a row of unknown timing with no
+``timing_evidence`` may have measured any figure such a table reports (:data:`TABLE_EVIDENCE`).
 """
 from __future__ import annotations
 
@@ -30,13 +35,19 @@ from typing import Any
 
 from tfa_sim.spec.config import BUILDS, CONFIG_DIR, Config, build_defaults
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware
+from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware, preset_names
 from tfa_sim.spec.load import build_config
 
 #: The shipped points: the JIT build's one-wave launches and the three builds on the full chip.
 POINTS_FILES = (CONFIG_DIR / "calibration" / "points.csv", CONFIG_DIR / "calibration" / "points_fullchip.csv")
 #: What a point may have measured; ``unknown`` needs ``timing_evidence`` (one of the others).
 TIMINGS = ("kernel", "task", "stream", "sync", "unknown")
+#: Board-table cards that are not preset names: the DSL README's "A3-class, 24 cube cores" reference card runs
+#: on the 910b2 preset (24 cube cores at 1.8 GHz, like the 910B2 rows of the same port; one preset per card).
+CARD_PRESETS = {"a3_24": "910b2"}
+#: What a board-table row of unknown timing may have measured when it names no evidence: any of its timings
+#: (the fit compares with the figure nearest the measured time, and the report names it).
+TABLE_EVIDENCE = "kernel|stream|sync"
 
 
 @dataclass(frozen=True)
@@ -61,12 +72,14 @@ class Point:
     cores: int = 0  # 0: all of the preset's
     timing_evidence: str = ""  # an unknown timing: what the source's evidence points to (a|b: either)
     source: str = ""  # where the row comes from (reports only)
+    s1_split: int = 1  # S1 chunks per row block (the port's KV_SPLIT), merged by a second launch
 
     def config(self, **hardware: Any) -> Config:
         return build_config({"case": {"head": self.head, "s0": self.s0, "s1": self.s1, "causal": self.causal},
                              "tiling": {"cube_s0": self.cube_s0, "cube_s1": self.cube_s1, "tile_s1": self.tile_s1},
                              "schedule": {"qk_preload": self.qk_preload, "cv_fifo_size": self.cv_fifo_size,
-                                          "cv_fifo_cons_sync_period": self.sync_period},
+                                          "cv_fifo_cons_sync_period": self.sync_period,
+                                          "s1_split": self.s1_split},
                              "hardware": {"preset": self.preset, "cores": self.cores, **hardware},
                              "kernel": {"build": self.kernel}, "numerics": {"enabled": False}})
 
@@ -83,13 +96,14 @@ class Point:
     def shape(self) -> tuple:
         """What the simulation depends on: everything but the host and the measurement."""
         return (self.preset, self.kernel, self.head, self.s0, self.s1, self.cube_s0, self.cube_s1, self.tile_s1,
-                self.qk_preload, self.cv_fifo_size, self.sync_period, self.causal, self.cores)
+                self.qk_preload, self.cv_fifo_size, self.sync_period, self.causal, self.cores, self.s1_split)
 
     @property
     def label(self) -> str:
         host = f" {self.host}" if self.host else ""
         timing = f"{self.timing}→{self.timing_evidence}" if self.timing == "unknown" else self.timing
-        return f"{self.preset} {self.kernel} {timing}{host} S0={self.s0} S1={self.s1}"
+        split = f" split {self.s1_split}" if self.s1_split != 1 else ""
+        return f"{self.preset} {self.kernel} {timing}{host} S0={self.s0} S1={self.s1}{split}"
 
 
 #: Columns a points CSV may have: None marks the required ones, else the default (the manual build's; for the
@@ -97,7 +111,7 @@ class Point:
 COLUMNS: dict[str, Any] = {"preset": None, "kernel": None, "timing": None, "host": "", "blocks": None,
                            "head": None, "s0": None, "s1": None, "cube_s0": 128, "cube_s1": 128, "tile_s1": 256,
                            "qk_preload": 4, "cv_fifo_size": 8, "sync_period": 4, "causal": "false",
-                           "time_us": None, "cores": 0, "timing_evidence": "", "source": ""}
+                           "time_us": None, "cores": 0, "timing_evidence": "", "source": "", "s1_split": 1}
 #: The columns a build compiles its own default for (spec.config.BUILD_DEFAULTS), with their config keys.
 BUILD_COLUMNS = {"tile_s1": ("tiling", "tile_s1"), "qk_preload": ("schedule", "qk_preload"),
                  "sync_period": ("schedule", "cv_fifo_cons_sync_period")}
@@ -154,6 +168,9 @@ def _check(point: Point, blocks: str, where: str) -> None:
         raise InputError(f"{where}: blocks {blocks} is not S0/CUBE_S0 = {point.blocks}")
     if not (math.isfinite(point.time_us) and point.time_us > 0):
         raise InputError(f"{where}: time {point.time_us} µs; times must be > 0")
+    if not 1 <= point.s1_split <= point.s1 // max(1, point.tile_s1):
+        raise InputError(f"{where}: s1_split {point.s1_split} must be 1 … S1/TILE_S1 = "
+                         f"{point.s1 // max(1, point.tile_s1)} (a chunk holds at least one tile)")
 
 
 def _parse_row(row: dict[str, str], where: str) -> Point:
@@ -179,16 +196,55 @@ def _parse_row(row: dict[str, str], where: str) -> Point:
     return point
 
 
+def _from_table(row: dict[str, str], where: str) -> dict[str, str]:
+    """A board-table row (``card``, ``units``, ``grid``, ``s1_split``) as a points row: the card's preset, the
+    row blocks ``units / s1_split``, and :data:`TABLE_EVIDENCE` for an unknown timing that names none."""
+    card = (row.get("card") or "").strip()
+    preset = CARD_PRESETS.get(card, card)
+    if preset not in preset_names():
+        raise InputError(f"{where}: card {card!r} has no preset; cards are {', '.join(preset_names())} and "
+                         f"{', '.join(CARD_PRESETS)}, or name the preset in a preset column")
+    units, split = ((row.get(name) or "").strip() for name in ("units", "s1_split"))
+    split = split or "1"
+    if not (units.isdigit() and split.isdigit() and int(split) >= 1 and int(units) % int(split) == 0):
+        raise InputError(f"{where}: units {units!r} must be a whole number of row blocks times s1_split "
+                         f"{split!r} (units = S0/CUBE_S0 · s1_split)")
+    out = {**row, "preset": preset, "blocks": str(int(units) // int(split)), "s1_split": split}
+    if out.get("timing", "").strip() == "unknown" and not (out.get("timing_evidence") or "").strip():
+        out["timing_evidence"] = TABLE_EVIDENCE
+    return out
+
+
+def _check_grid(point: Point, grid: str, where: str) -> None:
+    """A board-table row's ``grid`` is the Block Dim the point's build launches: its work units, or the dsl
+    build's persistent min(units, cores)."""
+    units = point.blocks * point.s1_split
+    cores = point.cores or base_preset(point.preset).cube_cores
+    launched = min(units, cores) if point.kernel == "dsl" else units
+    if grid and grid != str(launched):
+        raise InputError(f"{where}: grid {grid}, but kernel {point.kernel} launches {launched} "
+                         f"({'min(units, cores)' if point.kernel == 'dsl' else 'one block per unit'} for {units} "
+                         f"units on {cores} cores); check the row's kernel, units and card")
+
+
 def load_points(path: str | Path) -> list[Point]:
-    """The points of a CSV (``#`` lines are comments)."""
+    """The points of a CSV (``#`` lines are comments): in :data:`COLUMNS`, or in the board tables' own
+    (:func:`_from_table`)."""
     path = Path(path)
     try:
         lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"calibration points {path} cannot be read ({exc}); give a CSV with columns "
                          f"{','.join(COLUMNS)}") from None
-    points = [_parse_row(row, f"calibration points {path} row {i}")
-              for i, row in enumerate(csv.DictReader(lines), start=1)]
+    reader = csv.DictReader(lines)
+    table = "card" in (reader.fieldnames or ()) and "preset" not in (reader.fieldnames or ())
+    points = []
+    for i, row in enumerate(reader, start=1):
+        where = f"calibration points {path} row {i}"
+        point = _parse_row(_from_table(row, where) if table else row, where)
+        if table:
+            _check_grid(point, (row.get("grid") or "").strip(), where)
+        points.append(point)
     if not points:
         raise InputError(f"calibration points {path} holds no rows; add measured points under the header")
     return points

@@ -46,11 +46,12 @@ def _knob_reasons(config: Config, hw: Hardware) -> list[str]:
                                      ("schedule.qk_preload", s.qk_preload, cal.qk_preload),
                                      ("schedule.cv_fifo_size", s.cv_fifo_size, cal.cv_fifo_size),
                                      ("schedule.cv_fifo_cons_sync_period", s.cv_fifo_cons_sync_period,
-                                      cal.cv_fifo_cons_sync_period))
+                                      cal.cv_fifo_cons_sync_period),
+                                     ("schedule.s1_split", s.s1_split, cal.s1_split))
            if value not in seen]
     variants = {"causal mask": c.causal, "sliding window": c.window is not None, "mask file": bool(c.mask),
                 "logit softcap": c.softcap > 0, "batch × heads > 1": c.batch * c.heads > 1,
-                "bf16 inputs": c.dtype != "fp16", f"schedule.s1_split = {s.s1_split}": s.s1_split != 1,
+                "bf16 inputs": c.dtype != "fp16",
                 "GQA packing": s.gqa_pack, f"block order {s.block_order}": s.block_order != "row"}
     return out + [f"{name}: no measured launch had it" for name, used in variants.items() if used]
 

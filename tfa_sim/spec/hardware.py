@@ -139,6 +139,7 @@ class CalibrationInfo:
     qk_preload: list[int]
     cv_fifo_size: list[int]
     cv_fifo_cons_sync_period: list[int]
+    s1_split: list[int]
 
 
 #: The timing sections of a preset, by table name.
