@@ -228,6 +228,7 @@ def test_calibrate_writes_presets_that_run_and_a_cross_validated_report(tmp_path
     data = tomllib.loads(written.read_text())
     assert data["calibration"]["points"] == 4 and data["calibration"]["s1"] == [8192]
     assert data["calibration"]["builds"] == ["jit"] and 0 < data["calibration"]["half_width"] < 1
+    assert data["calibration"]["s1_split"] == [1]
     run = subprocess.run([sys.executable, "-m", "tfa_sim", "run", "--no-numerics", "--no-event-log", "--hw",
                           str(written), "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "host-synchronised" in run.stdout, run.stderr

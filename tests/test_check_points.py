@@ -13,6 +13,7 @@ from tfa_sim.explore.points import POINTS_FILES, TABLE_EVIDENCE, load_points
 from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
+from tfa_sim.spec.load import build_config
 
 #: The board tables' own columns, and rows of the shared full-chip file in them (tests/data has none of it).
 TABLE_HEADER = ("source,kernel,card,timing,units,grid,head,s0,s1,cube_s0,cube_s1,tile_s1,qk_preload,cv_fifo_size,"
@@ -107,3 +108,24 @@ def test_calibrate_check_writes_its_report_and_refuses_to_write_presets(tmp_path
     refused = subprocess.run([sys.executable, "-m", "tfa_sim", "calibrate", "--check", "--write-presets",
                               "--points", str(path)], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "writes no presets" in refused.stderr
+
+
+def test_a_split_is_inside_the_domain_only_where_a_measured_launch_had_it(tmp_path):
+    """The presets record the measured s1_split values ([1]: the shipped points are unsplit); a preset written
+    before they did reads as [1]; a fit to a split point widens nothing for that split."""
+    shipped = (POINTS_FILES[0].parent.parent / "hw" / "910b2.toml").read_text(encoding="utf-8")
+    older = tmp_path / "older.toml"
+    older.write_text("".join(ln for ln in shipped.splitlines(True) if not ln.startswith("s1_split")))
+    fitted = tmp_path / "fitted.toml"
+    fitted.write_text(shipped.replace("s1_split = [1]", "s1_split = [1, 2]"))
+
+    def reasons(preset_file, split):
+        config = build_config({"case": {"s0": 1024, "s1": 4096}, "kernel": {"build": "dsl"},
+                               "schedule": {"s1_split": split},
+                               "hardware": {"file": str(preset_file), "host": "x86_64"}})
+        return prediction(config, load_hardware(config.hardware), 180000.0, 16 * split, 1)["interval_reasons"]
+
+    assert load_hardware(build_config({"hardware": {"file": str(older)}}).hardware).calibration.s1_split == [1]
+    assert reasons(older, 1) == [] and reasons(older, 2) == ["schedule.s1_split = 2 never measured (measured: 1)"]
+    assert reasons(fitted, 2) == [] and reasons(fitted, 4) == [
+        "schedule.s1_split = 4 never measured (measured: 1, 2)"]

@@ -278,6 +278,8 @@ def parse_preset(data: dict[str, Any], path: Path) -> Hardware:
     chip = _section(data, "chip", _ChipTable, path)
     buffers = _section(data, "buffers", _BufferTable, path)
     timing = {name: _section(data, name, cls, path) for name, cls in SECTIONS.items()}
+    if isinstance(data.get("calibration"), dict):  # a preset fitted before points had s1_split: all were unsplit
+        data = {**data, "calibration": {"s1_split": [1], **data["calibration"]}}
     calibration = _section(data, "calibration", CalibrationInfo, path)
     unknown = sorted(set(data) - {"chip", "buffers", "calibration", *SECTIONS})
     if unknown:
