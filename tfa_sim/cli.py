@@ -441,7 +441,7 @@ def _tune_parser(sub: Any) -> None:
 
 
 def _explore_parsers(sub: Any) -> None:
-    """``sweep``, ``sweep-report``, ``timeline``, ``plan`` and ``calibrate``."""
+    """``sweep``, ``sweep-report``, ``timeline``, ``plan`` and ``calibrate`` (:func:`_calibrate_parser`)."""
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
     p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
     p.add_argument("--out", help="output directory (default runs/sweep-<file>); rerunning resumes it")
@@ -484,6 +484,12 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--units", help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
+    _calibrate_parser(sub)
+
+
+
+def _calibrate_parser(sub: Any) -> None:
+    """``calibrate``."""
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured launches")
     p.add_argument("--points", action="append", default=[], metavar="FILE",
                    help="CSV of measured points, repeatable (default: the shipped sets unless --profiles is given; "
@@ -494,7 +500,7 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
     p.add_argument("--out", help="directory for the report and the fitted presets DIR/<preset>.toml "
-                                 "(default: runs/calibration-<time>)")
+                                 "(default: runs/calibration-<time>; with --check runs/calibration-check-<time>)")
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")
     p.add_argument("--check", action="store_true",
