@@ -487,7 +487,6 @@ def _explore_parsers(sub: Any) -> None:
     _calibrate_parser(sub)
 
 
-
 def _calibrate_parser(sub: Any) -> None:
     """``calibrate``."""
     p = sub.add_parser("calibrate", help="fit the timing model's free parameters to measured launches")
