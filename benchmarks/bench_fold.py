@@ -3,9 +3,9 @@
 Run: ``python benchmarks/bench_fold.py [--error] [--speed]`` (both by default).
 
 * ``--error``: decode-shaped points small enough to simulate in full (S1 up to
-  32768, batch up to 4) and the 16k² and 32k² prefill squares, folded and
-  full; prints each point's relative error of time and GM bytes, and the
-  largest.
+  32768, batch up to 4; packed ones at S1 = 131072) and the 16k² and 32k²
+  prefill squares, folded and full; prints each point's relative error of time
+  and GM bytes, and the largest.
 * ``--speed``: the heaviest points of ``configs/sweeps/decode.toml`` (batch
   16, S1 = 131072) folded three times each, the median wall seconds of each
   (the README's ≤ 2 s per point).
@@ -25,6 +25,10 @@ BASE = {"heads": 32, "kv_heads": 8}
 ERROR_POINTS = [({"batch": b, "s0": s0, "s1": s1}, sch)
                 for b, s0, s1 in ((1, 1, 32768), (4, 1, 16384), (2, 128, 8192), (1, 16, 32768), (4, 16, 8192))
                 for sch in ({}, {"gqa_pack": True}, {"s1_split": "auto"}, {"s1_split": 8, "gqa_pack": True})]
+#: Decode steps at the sweep's longest S1, as long as a full run stays short: batch 1 and 4, packed, whole and in
+#: two chunks (sampling the first waves folded batch 1, S0 = 1, two chunks 15.8 % low).
+LONG_POINTS = [({"batch": b, "s0": s0, "s1": 131072}, {"gqa_pack": True, **split})
+               for b, s0 in ((1, 1), (4, 16)) for split in ({}, {"s1_split": 2})]
 #: Full-chip prefill squares (910b2, one head), as in benchmarks/bench_sim.py.
 SQUARE_POINTS = [({"heads": 1, "kv_heads": 1, "batch": 1, "s0": s, "s1": s}, {}) for s in (16384, 32768)]
 SPEED_POINTS = [({"batch": 16, "s0": s0, "s1": 131072}, sch)
@@ -40,13 +44,14 @@ def timed(case: dict[str, Any], schedule: dict[str, Any], fold: bool) -> tuple[A
 
 def error() -> None:
     worst = 0.0
-    for case, schedule in ERROR_POINTS + SQUARE_POINTS:
+    points = ERROR_POINTS + LONG_POINTS + SQUARE_POINTS
+    for case, schedule in points:
         (full, t_full), (fold, t_fold) = timed(case, schedule, False), timed(case, schedule, True)
         err = fold.total_cycles / full.total_cycles - 1
         worst = max(worst, abs(err))
         print(f"{case} {schedule}: full {full.time_us:9.1f} µs ({t_full:5.1f} s)  folded {fold.time_us:9.1f} µs "
-              f"({t_fold:4.1f} s)  error {err:+.2%}  GM bytes {fold.gm_bytes / full.gm_bytes - 1:+.2%}", flush=True)
-    print(f"largest |error| of the folded time: {worst:.2%} over {len(ERROR_POINTS) + len(SQUARE_POINTS)} points")
+              f"({t_fold:4.1f} s)  error {err:+.3%}  GM bytes {fold.gm_bytes / full.gm_bytes - 1:+.2%}", flush=True)
+    print(f"largest |error| of the folded time: {worst:.2%} over {len(points)} points")
 
 
 def speed(repeats: int = 3) -> None:

@@ -4,11 +4,11 @@ A launch whose blocks all issue the same program shape (no mask: every block
 runs the same prologue, steady loop and tail, only longer or shorter) has, in
 the steady state, a time that grows linearly with the tiles per block and
 linearly with the full waves of blocks.  A folded run simulates short samples
-of the launch — its first one and two waves (and the first wave with the
+of the launch — its first two and three waves (and the first two with the
 partial last one), each block cut to its first k tiles for two cut lengths past
 the preload prologue (:func:`cuts`) — and combines them (:class:`_Plan`) into
-the full launch's time (a persistent grid's from its second and third waves of
-units per core, whose cuts keep the units' phase of the credit rule).  GM and
+the full launch's time (a persistent grid's waves are units per core, whose
+cuts keep the units' phase of the credit rule).  GM and
 HBM bytes and every pipe's busy and stall cycles are combined the same way
 (:func:`figures_of`), so busy shares, stalls and the bound pipe estimate the
 full launch's; no per-core balance is reported.  A dimension already within
@@ -38,12 +38,17 @@ from tfa_sim.sim.parallel import Forked, can_fork
 from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns, prefetched_rows, reads_prefetched
 from tfa_sim.spec.hardware import Hardware
 
-#: Blocks per core of the samples; a persistent grid's cores reach their steady state one unit later (the first
-#: unit starts from empty FIFOs, the next ones run into their predecessor's tail), so it samples two and three.
-WAVES = (1, 2)
+#: Blocks per core of the samples: the second and third.  A hardware-dispatched launch's first wave starts
+#: every core together, in step at the sync unit, and later waves do not (bench_fold.py: sampling the first two
+#: waves folded the manual 131072² 6.3 % high); a persistent grid's first unit starts from empty FIFOs, the next
+#: ones run into their predecessor's tail.
+WAVES = (2, 3)
 PERSISTENT_WAVES = (2, 3)
-#: Steady-state tiles in the short and the long cut, after the ``qk_preload`` tiles of the prologue.
-STEADY_TILES = (4, 8)
+#: Steady-state tiles between the prologue's ``qk_preload`` tiles and the shorter cut, and between the cuts: a
+#: hardware-dispatched launch's cores fall out of the first tiles' step at the sync unit only over some 16
+#: tiles (bench_fold.py); a persistent grid's cuts keep its units' phase and need fewer.
+STEADY_TILES = 16
+PERSISTENT_STEADY_TILES = 8
 
 Key = tuple[int, int | None]  # (blocks, tiles per block or None for all)
 #: A sample's additive figures: "cycles", "gm", "hbm", ("busy", pipe) and ("stall", pipe, stage, cause, what).
@@ -54,9 +59,9 @@ def cuts(qk_preload: int, period: int = 1, tiles: int | None = None) -> tuple[in
     """The two cut lengths: the prologue issues ``qk_preload`` QK tiles ahead, after which every tile adds the
     same work, so two cuts past it set the line that :class:`_Plan` extrapolates (bench_fold.py measures it).
     The credit rule repeats every ``period`` tiles (the consumer sync period), so the cuts lie whole periods
-    apart; given the blocks' ``tiles`` (a persistent grid, whose FIFOs count on across units), the cuts keep
-    their phase too and lie twice as far apart, since chained units settle more slowly (bench_fold.py)."""
-    least = STEADY_TILES[0] if tiles is None else STEADY_TILES[1]
+    apart, at least :data:`STEADY_TILES`; given the blocks' ``tiles`` (a persistent grid, whose FIFOs count on
+    across units), the cuts keep their phase too, :data:`PERSISTENT_STEADY_TILES` apart (bench_fold.py)."""
+    least = STEADY_TILES if tiles is None else PERSISTENT_STEADY_TILES
     step = period * -(-least // period)  # whole credit periods
     first = qk_preload + step
     if tiles is not None:
@@ -101,8 +106,9 @@ def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
     """Why these launches cannot be folded, or None.
 
     A launch some of whose blocks read inputs the host prefetched (the manual build's S0·HEAD elements) folds
-    only when those blocks all run in its first sampled wave or are all its blocks: the fold takes one more
-    wave's cost from its first waves, so prefetched blocks beyond them would count as hits in every later wave.
+    only when those blocks all run in the waves its first sample holds (the first two) or are all its blocks: the
+    fold takes one more wave's cost from its sampled waves, so prefetched blocks beyond them would count as hits
+    in every later wave.
     Nor does it fold when the prefetch ends inside a block's K/V columns (S0 < S1) beyond the shorter tile cut:
     the cuts' difference would lie in the prefetched part and extrapolate its hits to the rest (a prefetched part
     within the shorter cut is in both cuts alike and leaves their difference alone).
@@ -122,20 +128,20 @@ def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
             return (f"block {b.index} reads its K/V columns below {done} from what the host prefetched (S0·HEAD "
                     f"elements) and the rest from HBM: its tiles differ")
     hits = [i for i, b in enumerate(blocks) if reads_prefetched(b, config)]
-    first = (PERSISTENT_WAVES if kernels[0].persistent else WAVES)[0] * min(hw.cube_cores, len(blocks))
-    if hits and len(hits) < len(blocks) and hits[-1] >= first:
+    sampled = (PERSISTENT_WAVES if kernels[0].persistent else WAVES)[0]
+    if hits and len(hits) < len(blocks) and hits[-1] >= sampled * min(hw.cube_cores, len(blocks)):
         return (f"blocks up to {hits[-1]} read inputs the host prefetched (S0·HEAD elements), the later ones "
-                f"from HBM: the waves differ beyond the first")
+                f"from HBM: the waves differ beyond the first {sampled}")
     return None
 
 
 class _Plan:
     """Which samples a launch needs and how their values combine into the full launch's.
 
-    With more than two full waves: the first wave, the first two (their difference is one more wave,
-    counted f − 1 times) and, when the last wave is partial, the first wave plus the partial one (its
-    extra); a persistent grid likewise from its second and third waves.  Along the tiles: two cut
-    lengths, extrapolated linearly to the longest block's tiles.
+    With more than three full waves: the first two, the first three (their difference is one more wave,
+    counted f − 2 times) and, when the last wave is partial, the first two plus the partial one (its
+    extra); a persistent grid's waves are units per core.  Along the tiles: two cut lengths,
+    extrapolated linearly to the longest block's tiles.
     """
 
     def __init__(self, kernel: Kernel, hw: Hardware, qk_preload: int, period: int) -> None:
