@@ -14,7 +14,7 @@ from tfa_sim.spec.load import build_config
 
 DECODE = {"heads": 32, "kv_heads": 8, "s0": 1}
 #: The manual build's 100-block launch folds to within this of its full time (+0.28 % measured; +3.8 % when the
-#: fold sampled the first two waves, whose cores start in step at the sync unit: benchmarks/README.md).
+#: fold repeated the second wave, whose cores still start in step at the sync unit: benchmarks/README.md).
 REL_MANUAL = 0.01
 
 
@@ -62,7 +62,7 @@ def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
 def test_a_prefetched_or_persistent_launch_folds_closely(build, rel):
     """The manual build (one head: Q, K and V all prefetched into the L2, S0 ≥ S1) and the dsl build (a
     persistent grid whose cores run their units back to back: the fold's waves are units per core, the cuts keep
-    the units' phase of the credit rule), both sampled from their second wave on, fold closely."""
+    the units' phase of the credit rule), both repeating their third wave, fold closely."""
     case = {"heads": 1, "kv_heads": 1, "s0": 128 * 100, "s1": 12800}
     config, hw = timing(case, {}, build)
     full = simulate(config, hw, None, log_events=False)
@@ -84,7 +84,7 @@ def test_a_prefetched_or_persistent_launch_folds_closely(build, rel):
      "from HBM: its tiles differ", {"heads": 1, "kv_heads": 1, "s0": 128, "s1": 16384})])
 def test_a_launch_prefetched_in_part_runs_in_full(case, why, near):
     """The manual build prefetches S0·HEAD elements of each input. With 8 heads of S0 = 8192, S1 = 2048 that is
-    head 0's Q and heads 0–3's K and V, read by blocks 0–255; the first two waves the fold samples hold 48 of
+    head 0's Q and heads 0–3's K and V, read by blocks 0–255; the two waves the fold takes once hold 48 of
     them, so it would count hits for every later wave. With one head of S0 = 6144 < S1 = 16384 each block finds
     its first 6144 K/V columns in the L2, past the shorter tile cut (20 tiles, 5120 columns), so the cuts'
     difference would be all hits. Either launch runs in full, saying why. Their ``near`` cases fold: 8 heads of

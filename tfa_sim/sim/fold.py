@@ -38,10 +38,10 @@ from tfa_sim.sim.parallel import Forked, can_fork
 from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns, prefetched_rows, reads_prefetched
 from tfa_sim.spec.hardware import Hardware
 
-#: Blocks per core of the samples: the second and third.  A hardware-dispatched launch's first wave starts
-#: every core together, in step at the sync unit, and later waves do not (bench_fold.py: sampling the first two
-#: waves folded the manual 131072² 6.3 % high); a persistent grid's first unit starts from empty FIFOs, the next
-#: ones run into their predecessor's tail.
+#: Blocks per core of the samples, so that the wave the fold repeats is the third.  A hardware-dispatched
+#: launch's first wave starts every core together, in step at the sync unit, and later waves do not
+#: (bench_fold.py: samples of one and two waves, repeating the second, folded the manual 131072² 6.3 % high);
+#: a persistent grid's first unit starts from empty FIFOs, the next ones run into their predecessor's tail.
 WAVES = (2, 3)
 PERSISTENT_WAVES = (2, 3)
 #: Steady-state tiles between the prologue's ``qk_preload`` tiles and the shorter cut, and between the cuts: a
