@@ -226,8 +226,9 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     board = read_profile(check_path(path, "profile"), op)
     timing_only = {**(overrides or {}), "numerics.enabled": False, "numerics.intermediate_check": False}
     run_config = chosen(config, case, timing_only, hw)
-    cores = load_hardware(run_config.hardware).cube_cores
-    check_clock(board, load_hardware(run_config.hardware))
+    hardware = load_hardware(run_config.hardware)
+    check_clock(board, hardware)
+    cores = hardware.cube_cores
     check_launch(board, run_config.name, grid(run_config, cores), 2 if split_count(run_config, cores) > 1 else 1)
     done = runner.compute(run_config, None, event_log=False)  # only once the profile is the config's launch
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)

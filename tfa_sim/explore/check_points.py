@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.explore.calibrate import Simulator, builds, by_build
+from tfa_sim.explore.calibrate import LINEAR, Simulator, builds, by_build
 from tfa_sim.explore.points import Point, base_preset, figure, measured_as
 from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import launches
 
 #: The launch values a point's figure adds to its kernel time (tfa_sim.explore.points.figure).
-LAUNCH_KEYS = ("launch.gap_aarch64", "launch.gap_x86_64", "launch.host_sync")
+LAUNCH_KEYS = tuple(par.key for par in LINEAR if par.key.startswith("launch."))
 #: The summary key of each timing's interval (tfa_sim.sim.prediction).
 INTERVAL_OF = {"kernel": "time_interval_us", "task": "time_interval_us", "stream": "launch_period_interval_us",
                "sync": "host_sync_interval_us"}

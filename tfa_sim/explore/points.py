@@ -33,6 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tfa_sim.spec import workload
 from tfa_sim.spec.config import BUILDS, CONFIG_DIR, Config, build_defaults
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware, preset_names
@@ -216,11 +217,11 @@ def _from_table(row: dict[str, str], where: str) -> dict[str, str]:
 
 
 def _check_grid(point: Point, grid: str, where: str) -> None:
-    """A board-table row's ``grid`` is the Block Dim the point's build launches: its work units, or the dsl
-    build's persistent min(units, cores)."""
+    """A board-table row's ``grid`` is the Block Dim the point's build launches (:func:`workload.grid`): its work
+    units, or the dsl build's persistent min(units, cores)."""
     units = point.blocks * point.s1_split
     cores = point.cores or base_preset(point.preset).cube_cores
-    launched = min(units, cores) if point.kernel == "dsl" else units
+    launched = workload.grid(point.config(), cores)
     if grid and grid != str(launched):
         raise InputError(f"{where}: grid {grid}, but kernel {point.kernel} launches {launched} "
                          f"({'min(units, cores)' if point.kernel == 'dsl' else 'one block per unit'} for {units} "

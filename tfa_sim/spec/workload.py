@@ -7,7 +7,7 @@ sums of it over row blocks are floor sums, computed in O(log) steps.
 """
 from __future__ import annotations
 
-from tfa_sim.spec.blocks import row_groups
+from tfa_sim.spec.blocks import row_groups, split_count
 from tfa_sim.spec.config import Config
 
 #: Instruction groups per issued logical tile ≈ GROUPS_PER_SUB·kTileFactor + GROUPS_PER_TILE, plus
@@ -37,9 +37,9 @@ def blocks(config: Config) -> int:
 
 
 def grid(config: Config, cores: int) -> int:
-    """The launch's Block Dim: its row blocks (:func:`tfa_sim.spec.blocks.row_groups`, GQA packing included), or
-    for the dsl build's persistent grid min(units, cores)."""
-    n = len(row_groups(config))
+    """The first launch's Block Dim: its blocks, row blocks (:func:`tfa_sim.spec.blocks.row_groups`, GQA packing
+    included) times the S1 chunks of each, or for the dsl build's persistent grid min(those units, cores)."""
+    n = len(row_groups(config)) * split_count(config, cores)
     return min(n, cores) if config.kernel.build == "dsl" else n
 
 
