@@ -36,10 +36,15 @@ def _vector_slower(factor: float) -> Callable[[Hardware], Mapping[str, float]]:
                        if k.endswith("_per_repeat")}
 
 
+#: The cube's per-core paths in CANN's platform table for the Ascend910B2 (``[AICoreMemoryRates]``, bytes per
+#: cycle: ``l2_read_rate`` 110, ``l2_write_rate`` 86, ``l1_to_l0_a_rate`` 512, ``l1_to_l0_b_rate`` 256) in
+#: place of the library's flat table (docs/calibration.md, "Sync period").
+CANN_CUBE = {"move.gm_to_l1": 110.0, "move.l0c_to_gm": 86.0, "move.l1_to_l0a": 512.0, "move.l1_to_l0b": 256.0}
+
 #: One change at a time: the per-core GM→L1 rate between the library's flat table (80.53 B/cycle) and its
-#: tile-move table (256), and lower; the chip's L2 four times the fit; a sync unit that
-#: never queues; the port's single K tile in L1 (its
-#: steady loop uses one of its two); slower vector instructions.
+#: tile-move table (256), and lower; the chip's L2 four times the fit; a sync unit that never queues; the
+#: port's single K tile in L1 (its steady loop uses one of its two); slower vector instructions; then the
+#: cube's paths together: CANN's table, and the two rates that would give the board's ratio.
 WHAT_IF: tuple[tuple[str, Callable[[Hardware], Mapping[str, float]], Mapping[str, int]], ...] = (
     ("move.gm_to_l1 = 128", _fixed({"move.gm_to_l1": 128.0}), {}),
     ("move.gm_to_l1 = 256", _fixed({"move.gm_to_l1": 256.0}), {}),
@@ -49,6 +54,8 @@ WHAT_IF: tuple[tuple[str, Callable[[Hardware], Mapping[str, float]], Mapping[str
     ("schedule.l1_k = 1", AS_IS, {"l1_k": 1}),
     ("vector per-repeat ×1.1", _vector_slower(1.1), {}),
     ("vector per-repeat ×1.2", _vector_slower(1.2), {}),
+    ("cube paths from CANN's 910B2 table", _fixed(CANN_CUBE), {}),
+    ("gm_to_l1 256, l0c_to_gm 167", _fixed({"move.gm_to_l1": 256.0, "move.l0c_to_gm": 167.0}), {}),
 )
 
 

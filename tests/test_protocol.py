@@ -10,7 +10,7 @@ from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.costs import compute_gu_ops, compute_p_ops
+from tfa_sim.spec.costs import Costs, Step, VectorOp, compute_gu_ops, compute_p_ops, insert_sync
 from tfa_sim.spec.errors import ScheduleError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
@@ -160,3 +160,33 @@ def test_compute_p_ops_are_the_kernels_sequence_with_its_barriers():
     assert names(compute_p_ops(32, 256, False, "full")) == [["TMULS", "TMULS"], ["TADDS"]]
     assert names(compute_gu_ops(64, 128, True, False)) == []
     assert names(compute_gu_ops(64, 128, False, True)) == [["TROWEXPANDMUL", "TADD", "TROWEXPANDDIV"]]
+
+
+def step(name, reads, writes):
+    return Step(VectorOp(name, "binary", 1, 64), frozenset(reads.split()), frozenset(writes.split()))
+
+
+def test_inserted_barriers_follow_read_after_write_write_after_write_and_write_after_read():
+    """ptoas --enable-insert-sync: a barrier before an op that touches what the ops since the last barrier
+    wrote, or writes what they read; independent ops share a group."""
+    steps = (step("A", "x", "y"), step("B", "x", "z"),  # independent: one group
+             step("C", "y", "w"),  # reads y, written by A: barrier
+             step("D", "q", "x"),  # writes x, nobody since the barrier read or wrote it: same group
+             step("E", "q", "w"),  # writes w, written by C: barrier
+             step("F", "r", "q"))  # writes q, read by E: barrier
+    assert names(insert_sync(steps)) == [["A", "B"], ["C", "D"], ["E"], ["F"]]
+
+
+def test_the_ports_softmax_has_the_compilers_barriers():
+    """emit_softmax (fa_builder.py) under insert-sync: one barrier more per later-tile row slice than the
+    manual macro, and its tile-wide exponent starts a group of its own."""
+    assert names(compute_p_ops(16, 512, True, "none", port=True)) == [
+        ["TROWMAX"], ["TROWEXPANDSUB", "TMOV"], ["TMULS"], ["TEXP"], ["TROWSUM", "TCVT"]]
+    assert names(compute_p_ops(16, 512, False, "none", port=True)) == [
+        ["TROWMAX"], ["TMAX"], ["TSUB"], ["TMOV", "TROWEXPANDSUB", "TMULS"], ["TMULS", "TEXP"], ["TEXP", "TMUL"],
+        ["TROWSUM"], ["TADD", "TCVT"]]
+    hw = load_hardware(load_config().hardware)
+    manual, port = Costs(hw), Costs(hw, "dsl")
+    for cols in (256, 512):  # the same instructions: the extra cost is the extra stream starts
+        extra = port.compute_p(16, cols, False, "none") - manual.compute_p(16, cols, False, "none")
+        assert 0 < extra < 0.05 * manual.compute_p(16, cols, False, "none")

@@ -181,8 +181,8 @@ def test_svg_bars_are_the_events_on_the_stated_scale(p4, by, tmp_path):
     view = make_view("p4", summary, events, by=by)
     root = draw([view], tmp_path / "t.svg")
     panel = only(root, "panel")
-    busy = [e for e in events if e.end > e.start]
-    first, last = min(e.start for e in busy), max(e.end for e in busy)
+    busy = [e for e in events if e.end > e.start]  # the axis: the bars and the run's end (the block-end flag)
+    first, last = min(e.start for e in busy), max(max(e.end for e in busy), summary["total_cycles"])
     assert float(panel.get("data-cycle0")) == pytest.approx(first - 0.02 * (last - first))
     x, top, width, height = frame(panel)
     assert cycle_at(panel, x + width) == pytest.approx(last + 0.02 * (last - first))

@@ -68,16 +68,20 @@ def _softcap_prefix(rows: int, cols: int) -> tuple[Group, ...]:
             (op("TMULS"),))
 
 
-def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> tuple[Group, ...]:
+def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = False,
+                  port: bool = False) -> tuple[Group, ...]:
     """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``); ``mask``: how the mask covers the
     slice, none | partial | full (:meth:`tfa_sim.spec.blocks.Block.coverage`); ``softcap``: the scores are capped
     first, and the exponents then take no scale (the TMULS beside the TEXP drop out).  The row state
-    (maxima, sums, ``l1_exp_max``) is a 1×rows tile."""
+    (maxima, sums, ``l1_exp_max``) is a 1×rows tile.  ``port``: the dsl build's sequence, its barriers where
+    the compiler puts them (:func:`port_softmax_steps`, :func:`insert_sync`)."""
     if mask == "full":  # nothing visible: x_exp = 0, exp_max = 1, the running state unchanged
         return ((VectorOp("TMULS", "scalar", rows, cols, FP16), _op("TMULS", "scalar", 1, rows)),
                 (_op("TADDS", "scalar", 1, rows),))
     prefix = (_softcap_prefix(rows, cols) if softcap else ()) + (_mask_prefix(rows, cols) if mask == "partial"
                                                                   else ())
+    if port:
+        return prefix + insert_sync(port_softmax_steps(rows, cols, first, softcap))
     if softcap:
         body = compute_p_ops(rows, cols, first, "none")
         unscaled = (tuple(o for o in g if o.name != "TMULS") if any(o.name == "TEXP" for o in g) else g for g in body)
@@ -95,6 +99,61 @@ def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = 
              _op("TCVT", "convert", *tile)),
             (_op("TMUL", "binary", *row), _op("TROWSUM", "binary", *tile, "reduce")),
             (_op("TADD", "binary", *row),))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One vector instruction of a compiler-synchronised sequence and the UB tiles it reads and writes."""
+
+    op: VectorOp
+    reads: frozenset[str]
+    writes: frozenset[str]
+
+
+def insert_sync(steps: tuple[Step, ...]) -> tuple[Group, ...]:
+    """The groups ``ptoas --enable-insert-sync`` separates with ``pipe_barrier(PIPE_V)``: a barrier before
+    each instruction that reads a tile an instruction since the last barrier wrote, or writes one such an
+    instruction read or wrote (read after write, write after write, write after read)."""
+    groups: list[Group] = []
+    group: list[VectorOp] = []
+    read: set[str] = set()
+    written: set[str] = set()
+    for step in steps:
+        if group and (step.reads & written or step.writes & (read | written)):
+            groups.append(tuple(group))
+            group, read, written = [], set(), set()
+        group.append(step.op)
+        read |= step.reads
+        written |= step.writes
+    return (*groups, tuple(group)) if group else tuple(groups)
+
+
+def port_softmax_steps(rows: int, cols: int, first: bool, softcap: bool = False) -> tuple[Step, ...]:
+    """compute_p of the dsl build on a rows×cols fp32 slice: ``emit_softmax``'s instructions in order
+    (pto-isa kernels/python/flash_atten/kernels/fa_builder.py), each with the tiles it touches (``m``, ``s``:
+    the slice's running max and sum; ``lm``, ``ls``: local max and sum; ``e``: its ``l1_exp_max`` entry;
+    ``t``: the reductions' scratch).  ``softcap``: tfa-sim's capped scores, the exponents without scale."""
+    tile, row = (rows, cols), (1, rows)
+
+    def step(name: str, kind: str, shape: tuple[int, int], reads: str, writes: str, form: str = "map") -> Step:
+        return Step(_op(name, kind, *shape, form), frozenset(reads.split()), frozenset(writes.split()))
+
+    scale = not softcap
+    head = (step("TROWMAX", "binary", tile, "qk", "lm t", "reduce"),)
+    if first:
+        body = (step("TROWEXPANDSUB", "binary", tile, "qk lm", "p", "expand"),
+                step("TMOV", "scalar", row, "lm", "m"),
+                *((step("TMULS", "scalar", tile, "p", "p"),) if scale else ()),
+                step("TEXP", "exp", tile, "p", "p"),
+                step("TROWSUM", "binary", tile, "p", "s t", "reduce"))
+    else:
+        body = (step("TMAX", "binary", row, "lm m", "lm"), step("TSUB", "binary", row, "m lm", "e"),
+                step("TMOV", "scalar", row, "lm", "m"), step("TROWEXPANDSUB", "binary", tile, "qk lm", "p", "expand"),
+                *((step("TMULS", "scalar", row, "e", "e"), step("TMULS", "scalar", tile, "p", "p")) if scale else ()),
+                step("TEXP", "exp", row, "e", "e"), step("TEXP", "exp", tile, "p", "p"),
+                step("TMUL", "binary", row, "s e", "s"), step("TROWSUM", "binary", tile, "p", "ls t", "reduce"),
+                step("TADD", "binary", row, "s ls", "s"))
+    return (*head, *body, step("TCVT", "convert", tile, "p", "p16"))
 
 
 def compute_gu_ops(rows: int, head: int, first: bool, last: bool) -> tuple[Group, ...]:
@@ -121,8 +180,9 @@ def combine_factor_ops(rows: int, chunks: int) -> tuple[Group, ...]:
 class Costs:
     """Cycle costs for one hardware preset."""
 
-    def __init__(self, hw: Hardware) -> None:
+    def __init__(self, hw: Hardware, build: str = "manual") -> None:
         self.hw = hw
+        self.port = build == "dsl"  # the PTO-DSL port: compiler-placed vector barriers (compute_p_ops)
         self.cube = hw.cube
         self.vec = hw.vector
         self.move = hw.move
@@ -143,7 +203,7 @@ class Costs:
     def compute_p(self, rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> float:
         """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
         return self._memo(("p", rows, cols, first, mask, softcap),
-                          lambda: compute_p_ops(rows, cols, first, mask, softcap))
+                          lambda: compute_p_ops(rows, cols, first, mask, softcap, self.port))
 
     def compute_gu(self, rows: int, head: int, first: bool, last: bool) -> float:
         """Cycles of compute_gu's vector sequence (memoised per shape)."""

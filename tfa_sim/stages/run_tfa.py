@@ -129,7 +129,7 @@ class TfaKernel:
                  mask: Mask | None = None) -> None:
         c, t, s = config.case, config.tiling, config.schedule
         self.config, self.numerics = config, numerics
-        self.costs = Costs(hw)
+        self.costs = Costs(hw, config.kernel.build)
         l0a_half, l0b_half = hw.l0a // s.l0a, hw.l0b // s.l0b
         qk_k = cube_k(t.cube_s0, t.cube_s1, c.head, l0a_half, l0b_half)
         pv_k = cube_k(t.cube_s0, c.head, t.cube_s1, l0a_half, l0b_half)

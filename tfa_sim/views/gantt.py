@@ -41,6 +41,7 @@ class RunView:
     lanes: list[str]
     bars: list[Bar]
     arrows: list[tuple[str, float, str, float]]  # (lane from, time, lane to, time)
+    whole: bool = True  # every tile shown (no --tiles window): the run's end belongs on the axis
 
     @property
     def clock_mhz(self) -> float:
@@ -72,10 +73,11 @@ class RunView:
 
 
 def bar_span(views: list[RunView]) -> tuple[float, float]:
-    """The first bar's start and the last bar's end over stacked views (one shared time axis; the stream's launch
-    gap before the first bar is not drawn)."""
+    """The first bar's start and the last bar's end over stacked views, or a view's makespan when it shows every
+    tile — the kernel ends when the AIC sees the block-end flag, ``sync.flag_latency`` after the last bar (one
+    shared time axis; the stream's launch gap before the first bar is not drawn)."""
     begin = min(min(b.start for b in v.bars) for v in views)
-    end = max(max(b.end for b in v.bars) for v in views)
+    end = max(max(max(b.end for b in v.bars), v.summary["total_cycles"] if v.whole else 0.0) for v in views)
     return begin, end
 
 

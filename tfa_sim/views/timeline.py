@@ -85,7 +85,7 @@ def make_view(name: str, summary: dict[str, Any], events: Iterable[Any], by: str
         raise InputError(f"{name}: {len(lanes)} lanes are more than a figure holds ({MAX_LANES}); narrow with "
                          f"--cores or use --by unit")
     flows = _arrows(events, by) if arrows else []
-    return RunView(name, summary, lanes, bars, flows)
+    return RunView(name, summary, lanes, bars, flows, whole=tiles is None)
 
 
 def planned(view_summary: dict[str, Any], events: list, schedule: list[tuple[int, float, float]]) -> tuple:
