@@ -9,9 +9,9 @@ in mechanisms, not in fitted values, so one fit describes a card.
 
 The search is deterministic and starts from no preset value: a log-spaced grid over the searched parameters'
 bounds (the core stagger solved linearly with the launch values), the same grid with that stagger inside the
-simulations, then a finer grid around its best node, each searched parameter then polished between its fine neighbours and
-the stagger within half and twice its estimate (Brent's method).  Each node simulates every distinct launch
-once (cached; long launches folded, their samples shared between launches of one program,
+simulations, then a finer grid around its best node, each searched parameter then polished between its fine
+neighbours and the stagger within half and twice its estimate (Brent's method).  Each node simulates every
+distinct launch once (cached; long launches folded, their samples shared between launches of one program,
 :func:`tfa_sim.sim.fold.folded_cycles`; the nodes' launches split between two processes where a CPU is free);
 the node whose errors are all within :data:`MAX_ERROR`
 (when any is) with the lowest mean absolute percentage error wins, and its predictions are the full model's.
@@ -486,8 +486,9 @@ def format_report(f: Fit, held_out: np.ndarray | None = None,
     if held_out is not None:
         err = held_out / np.array([p.time_us for p in f.points]) - 1
         lines.append(f"held out (each shape left out): MAPE {np.mean(np.abs(err)):.1%}, max |error| "
-                     f"{np.max(np.abs(err)):.1%}; the presets' interval half-width {half_width(f.points, held_out):.1%} "
-                     f"(the {conformal_rank(len(err))}th smallest |error|: split-conformal 90 %)")
+                     f"{np.max(np.abs(err)):.1%}; the presets' interval half-width "
+                     f"{half_width(f.points, held_out):.1%} (the {conformal_rank(len(err))}th smallest |error|: "
+                     f"split-conformal 90 %)")
         lines += [f"  {b}: {r['points']} points, held-out MAPE {r['mape']:.1%}, max |error| {r['max_abs_error']:.1%}"
                   for b, r in by_build(f.points, err).items()]
     lines.append("parameters (value, bounds, at a bound, MAPE change at −10 % / +10 %):")
