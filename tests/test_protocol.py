@@ -187,6 +187,6 @@ def test_the_ports_softmax_has_the_compilers_barriers():
         ["TROWSUM"], ["TADD", "TCVT"]]
     hw = load_hardware(load_config().hardware)
     manual, port = Costs(hw), Costs(hw, "dsl")
-    for cols in (256, 512):  # the same instructions: the extra cost is the extra stream starts
-        extra = port.compute_p(16, cols, False, "none") - manual.compute_p(16, cols, False, "none")
-        assert 0 < extra < 0.05 * manual.compute_p(16, cols, False, "none")
+    for rows, cols in ((32, 256), (16, 512)):  # the port's slices; the same instructions, so the extra cost
+        extra = port.compute_p(rows, cols, False, "none") - manual.compute_p(rows, cols, False, "none")
+        assert 0 < extra < 0.04 * manual.compute_p(rows, cols, False, "none")  # is the extra stream starts
