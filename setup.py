@@ -17,10 +17,11 @@ PACKAGES = [*find_packages(include=["tfa_sim", "tfa_sim.*"]), "tfa_sim.configs"]
 
 #: Compiled by mypyc (tests/test_compiled_engine.py runs the source beside the compiled modules).
 COMPILED = ["tfa_sim/engine/pipes.py", "tfa_sim/engine/issue.py", "tfa_sim/engine/gm.py",
-            "tfa_sim/buffers/pools.py", "tfa_sim/buffers/fifo.py", "tfa_sim/engine/simpy_adapter.py",
+            "tfa_sim/buffers/pools.py", "tfa_sim/buffers/fifo.py", "tfa_sim/clock/simpy_adapter.py",
             "tfa_sim/stages/compute_qk.py", "tfa_sim/stages/compute_p.py", "tfa_sim/stages/compute_pv.py",
-            "tfa_sim/stages/compute_gu.py", "tfa_sim/stages/run_tfa.py", "tfa_sim/stages/run_dsl.py",
-            "tfa_sim/stages/block_kernel.py", "tfa_sim/engine/ffts.py",
+            "tfa_sim/stages/compute_gu.py", "tfa_sim/stages/run_tfa.py", "tfa_sim/stages/order_qk_pv.py",
+            "tfa_sim/stages/order_pv_qk.py", "tfa_sim/stages/accumulators.py",
+            "tfa_sim/stages/block_kernel.py", "tfa_sim/buffers/ffts.py",
             "tfa_sim/rundir/events.py"]
 
 ext_modules = []

@@ -5,7 +5,7 @@ Run: ``python benchmarks/bench_sim.py [S] [--event-log] [--public-simpy]`` (S0 =
 the bare SimPy event rate measured in the same process (one process yielding
 ``Timeout`` events), so the ratio does not depend on how busy the machine is.
 ``--public-simpy`` reruns itself with ``TFA_SIM_PUBLIC_SIMPY=1`` (SimPy's
-public API instead of the shortcuts in ``tfa_sim/engine/simpy_adapter.py``).
+public API instead of the shortcuts in ``tfa_sim/clock/simpy_adapter.py``).
 """
 from __future__ import annotations
 

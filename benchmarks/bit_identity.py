@@ -1,4 +1,5 @@
-"""sha256 of o.npy and of every intermediate dump, over configs × backends × references: record, then compare.
+"""sha256 of o.npy and of every intermediate dump, over configs × backends × references; or (``--timing``) every
+build's cycles, figures and output bits over configs: record, then compare.
 
 Run: ``python benchmarks/bit_identity.py record FILE`` in one tree, ``python benchmarks/bit_identity.py compare
 FILE`` in another; ``compare`` prints each difference and exits 1 if there is one.  A speed change to the stage
@@ -6,6 +7,11 @@ kernels must leave every hash of ``bit_identity_af08600.json`` (recorded at af08
 configs cover TILE_S1 128/256/512, CUBE_S1 64, HEAD 64 and 256 (two QK K panels: TMATMUL_ACC), short blocks
 (rows not a multiple of 4), causal and window masks, softcap, bf16, split-S1 with GQA (the combine), and the
 S0 = 512, S1 = 8192 benchmark case; each runs on both backends in both references (``numerics.reference``).
+
+With ``--timing`` the table is :func:`record_timing`'s: per config of :data:`TIMING` and build, the run's cycles,
+the three measured figures with their intervals and reasons, blocks, waves, cores and launches, and o.npy's
+sha256 (numerics on), or that legality refused it; ``timing_e70562a.json`` holds the table of e70562a, before
+the builds became bundles (issue 42): a change that should move no build's time must leave it as it is.
 """
 from __future__ import annotations
 
@@ -38,6 +44,29 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "split_bf16": {"case.s0": 100, "case.s1": 4096, "case.dtype": "bf16", "schedule.s1_split": 4},
     "s0_512_s1_8192": {"case.s0": 512, "case.s1": 8192},
 }
+#: name → (overrides of the built-in case, numerics on, folded): the timing table's configs, each run by every
+#: build (:data:`BUILDS`) — one and many waves, prefetch hits (S0 = S1), GQA and batches, split-S1 decode, the
+#: sync periods, masks, and the folded long launches.
+TIMING: dict[str, tuple[dict[str, Any], bool, bool]] = {
+    "ref": ({}, True, False),
+    "t512_preload2": ({"case.s1": 2048, "tiling.tile_s1": 512, "schedule.qk_preload": 2}, True, False),
+    "s2048": ({"case.s0": 2048, "case.s1": 2048}, True, False),
+    "s4096_waves": ({"case.s0": 4096, "case.s1": 4096}, False, False),
+    "s8192_period8": ({"case.s0": 8192, "case.s1": 8192, "schedule.cv_fifo_cons_sync_period": 8}, False, False),
+    "s0_512_s1_8192": ({"case.s0": 512, "case.s1": 8192}, True, False),
+    "gqa_batch": ({"case.batch": 2, "case.heads": 4, "case.kv_heads": 2, "case.s0": 256, "case.s1": 2048,
+                   "schedule.gqa_pack": True}, True, False),
+    "decode_split": ({"case.s0": 1, "case.s1": 16384, "case.heads": 8, "schedule.s1_split": "auto"}, True, False),
+    "split_many": ({"case.s0": 1024, "case.s1": 8192, "schedule.s1_split": 3}, False, False),
+    "causal": ({"case.s0": 2048, "case.s1": 2048, "case.causal": True}, True, False),
+    "window_zigzag": ({"case.s0": 4096, "case.s1": 4096, "case.causal": True, "case.window": 1000,
+                       "schedule.block_order": "zigzag"}, False, False),
+    "cores8_preload6": ({"case.s0": 2048, "case.s1": 4096, "hardware.cores": 8, "schedule.qk_preload": 6},
+                        False, False),
+    "fold_32768": ({"case.s0": 32768, "case.s1": 32768}, False, True),
+    "fold_131072": ({"case.s0": 131072, "case.s1": 131072}, False, True),
+}
+BUILDS = ("manual", "jit", "dsl")
 BACKENDS = ("numpy", "native")
 REFERENCES = ("npu", "cpu_sim")
 
@@ -77,6 +106,37 @@ def record() -> dict[str, dict[str, dict[str, Any]]]:
     return table
 
 
+def timing_row(overrides: dict[str, Any], numerics: bool, fold: bool) -> dict[str, Any]:
+    """One run's timing figures (and o.npy's sha256 with numerics), or ``{"refused": True}`` for an illegal
+    config."""
+    import tfa_sim
+    from tfa_sim.spec.errors import InputError
+
+    try:
+        result = tfa_sim.run(case="case_float_H_128_S0_128_S1_1024", overrides=overrides, hw="910b2",
+                             backend="native", numerics=numerics, event_log=False, fold=fold)
+    except InputError:
+        return {"refused": True}
+    s = result.summary
+    row = {key: s[key] for key in ("total_cycles", "time_us", "launch_period_us", "host_sync_us", "time_interval_us",
+                                   "launch_period_interval_us", "host_sync_interval_us", "interval_half_width",
+                                   "interval_reasons", "blocks", "waves", "cores_used", "launches")}
+    if numerics:
+        assert result.o is not None
+        row["o.npy"] = hashlib.sha256(result.o.tobytes()).hexdigest()
+    return row
+
+
+def record_timing() -> dict[str, dict[str, dict[str, Any]]]:
+    """Every config of :data:`TIMING` × build: {config: {build: :func:`timing_row`}}."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, (overrides, numerics, fold) in TIMING.items():
+        table[name] = {build: timing_row({**overrides, "kernel.build": build}, numerics, fold) for build in BUILDS}
+        print(f"{name}: " + ", ".join(f"{b} {r.get('total_cycles', 'refused')}" for b, r in table[name].items()),
+              flush=True)
+    return table
+
+
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """One line per run whose o.npy, dumps or dump count differs, or that only one of the two tables has."""
     lines = []
@@ -92,15 +152,19 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("action", choices=("record", "compare"))
     p.add_argument("file", type=Path, help="the JSON table of hashes (written by record, read by compare)")
+    p.add_argument("--timing", action="store_true", help="the builds' cycles, figures and o.npy (TIMING)")
     args = p.parse_args()
-    table = record()
+    table = record_timing() if args.timing else record()
     if args.action == "record":
         args.file.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
         return 0
     diff = differences(json.loads(args.file.read_text()), table)
     print("\n".join(diff) if diff else "")
-    n = sum(1 + d["dump_files"] for runs in table.values() for d in runs.values())
-    print(f"{len(CONFIGS)} configs, {n} files: {len(diff)} differ")
+    if args.timing:
+        print(f"{len(TIMING)} configs × {len(BUILDS)} builds: {len(diff)} figures differ")
+    else:
+        n = sum(1 + d["dump_files"] for runs in table.values() for d in runs.values())
+        print(f"{len(CONFIGS)} configs, {n} files: {len(diff)} differ")
     return 1 if diff else 0
 
 

@@ -12,11 +12,11 @@ import simpy
 from tfa_sim.buffers.data import Compute, Const, Move, TileStore, View
 from tfa_sim.buffers.fifo import GmFifo, Ring
 from tfa_sim.buffers.pools import FLAG_MAX, Flag, HazardError, Pending, PingPong
+from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream
 from tfa_sim.engine.pipes import Instr, Pipe, Stats
-from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
 from tfa_sim.stages.run_tfa import TfaKernel
@@ -434,7 +434,7 @@ def ran_block():
     stats = Stats(False, kernel.stages)
     core = Core(env, 0, stats, GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth,
                                             hw.gm.miss_latency))
-    k = kernel.start(env, core, kernel.blocks[0], stats)
+    k = kernel.start(env, core, kernel.dispatch.order[0], stats)
     streams = [IssueStream(env, pipes[0].unit, pipes) for pipes, _ in k.programs]
     for stream, (_, program) in zip(streams, k.programs):
         stream.run(program)

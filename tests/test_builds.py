@@ -7,15 +7,19 @@ import pytest
 import simpy
 
 import tfa_sim
+from tfa_sim.buffers.ffts import Ffts
 from tfa_sim.buffers.fifo import FifoWindow, GmFifo
 from tfa_sim.buffers.pools import Flag
-from tfa_sim.engine.ffts import Ffts
-from tfa_sim.engine.simpy_adapter import run
+from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.geometry import launch_geometry
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
-from tfa_sim.spec.workload import grid
+
+
+def grid(c, cores):
+    return launch_geometry(c, cores).main.grid
 
 
 def config(build, case=None, schedule=None, numerics=False, **sections):
@@ -116,7 +120,7 @@ def test_a_case_file_run_by_the_port_at_another_size_takes_the_ports_defaults_th
 
 @pytest.mark.parametrize(("sections", "needle"), [
     ({"kernel": {"build": "tvm"}}, "kernel.build"),
-    ({"kernel": {"build": "dsl"}, "case": {"causal": True}}, "has no mask"),
+    ({"kernel": {"build": "dsl"}, "case": {"causal": True}}, "kernel.masks = false"),
     ({"kernel": {"build": "dsl"}, "schedule": {"block_order": "zigzag"}}, "contiguous range"),
     ({"kernel": {"bild": "dsl"}}, "did you mean 'build'"),
 ])
@@ -247,7 +251,7 @@ def test_blocks_finding_the_same_inputs_prefetched_share_a_template():
 
     def templates(c):
         kernel = launches(c, load_hardware(c.hardware))[0]
-        return {kernel.template_key(b) for b in kernel.blocks}
+        return {kernel.template_key(b) for b in kernel.dispatch.order}
 
     square = {"heads": 1, "kv_heads": 1, "s0": 128 * 30, "s1": 2048}
     assert len(templates(config("manual", square))) == len(templates(config("jit", square))) == 1

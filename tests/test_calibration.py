@@ -216,7 +216,7 @@ def calibrate_cli(tmp_path, *args, timeout=600):
     (POINTS_HEADER + ROW.replace("stream", "unknown"), "timing unknown needs timing_evidence"),
     (POINTS_HEADER + ROW.replace("x86_64", "riscv"), "host 'riscv'"),
     (POINTS_HEADER + ROW.replace(",1,128,128,", ",2,128,128,"), "is not S0/CUBE_S0"),
-    (POINTS_HEADER + ROW.replace("jit", "older"), "must be a build: manual, jit, dsl"),
+    (POINTS_HEADER + ROW.replace("jit", "older"), "must be a shipped build: manual, jit, dsl"),
     ("a,b\n1,2\n", "column preset"),
     (b"\xff\xfe\x00garbage", "cannot be read"),
 ], ids=["header only", "zero time", "nan time", "illegal shape", "unknown timing", "unknown without evidence",

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import tfa_sim
 from tfa_sim.explore.check_points import check_points, check_record
 from tfa_sim.explore.points import POINTS_FILES, TABLE_EVIDENCE, load_points
 from tfa_sim.sim.prediction import prediction
@@ -130,3 +131,16 @@ def test_a_split_is_inside_the_domain_only_where_a_measured_launch_had_it(tmp_pa
     assert reasons(older, 1) == [] and reasons(older, 2) == ["schedule.s1_split = 2 never measured (measured: 1)"]
     assert reasons(fitted, 2) == [] and reasons(fitted, 4) == [
         "schedule.s1_split = 4 never measured (measured: 1, 2)"]
+
+
+def test_the_api_checks_as_the_command_does_and_writes_only_when_asked(tmp_path):
+    """tfa_sim.calibrate(check=True) is what `calibrate --check` runs: the same record; without ``out`` nothing
+    is written."""
+    path = table(tmp_path, MANUAL, DSL_STREAM)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = tfa_sim.calibrate([path], check=True)
+    assert result.out_dir is None and sorted(p.name for p in tmp_path.iterdir()) == before
+    assert result.record == check_record(check_points(load_points(path)))
+    assert "\n2 points: MAPE" in result.report
+    with pytest.raises(tfa_sim.InputError, match="writes no presets"):
+        tfa_sim.calibrate([path], check=True, write_presets=True)

@@ -18,7 +18,7 @@ import tfa_sim
 from tfa_sim.spec.config import CONFIG_DIR
 
 #: The modules setup.py compiles (its COMPILED list, as module names).
-COMPILED = ("tfa_sim.engine.pipes", "tfa_sim.engine.issue", "tfa_sim.engine.gm", "tfa_sim.engine.simpy_adapter",
+COMPILED = ("tfa_sim.engine.pipes", "tfa_sim.engine.issue", "tfa_sim.engine.gm", "tfa_sim.clock.simpy_adapter",
             "tfa_sim.buffers.pools", "tfa_sim.buffers.fifo", "tfa_sim.stages.compute_qk",
             "tfa_sim.stages.compute_p", "tfa_sim.stages.compute_pv", "tfa_sim.stages.compute_gu",
             "tfa_sim.stages.run_tfa", "tfa_sim.stages.block_kernel", "tfa_sim.rundir.events")

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfa_sim.backends import get_backend
-from tfa_sim.engine.simpy_adapter import run
+from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
@@ -285,7 +285,7 @@ def test_summary_has_stable_timing_keys(tmp_path):
 
 
 def test_simpys_public_api_runs_the_same_schedule(tmp_path):
-    """TFA_SIM_PUBLIC_SIMPY=1 (engine/simpy_adapter.py: SimPy's public API instead of the shortcuts, read at
+    """TFA_SIM_PUBLIC_SIMPY=1 (clock/simpy_adapter.py: SimPy's public API instead of the shortcuts, read at
     import, hence the subprocesses) gives the same event log, byte for byte, on a 4-core split-S1 run with
     dispatch, flags with latency and replayed templates."""
     import os

@@ -26,10 +26,10 @@ from test_hostile_cli import tfa
 
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.spec import legality
-from tfa_sim.spec.config import _SECTION_TYPES
+from tfa_sim.spec.config import SECTION_TYPES
 from tfa_sim.spec.load import load_config
 
-KEYS = [(s, f.name, f.default) for s, cls in _SECTION_TYPES.items() for f in dataclasses.fields(cls)]
+KEYS = [(s, f.name, f.default) for s, cls in SECTION_TYPES.items() for f in dataclasses.fields(cls)]
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import slow_vector
 
 from tfa_sim.backends import get_backend
-from tfa_sim.engine.simpy_adapter import run
+from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
@@ -180,13 +180,13 @@ def test_inserted_barriers_follow_read_after_write_write_after_write_and_write_a
 def test_the_ports_softmax_has_the_compilers_barriers():
     """emit_softmax (fa_builder.py) under insert-sync: one barrier more per later-tile row slice than the
     manual macro, and its tile-wide exponent starts a group of its own."""
-    assert names(compute_p_ops(16, 512, True, "none", port=True)) == [
+    assert names(compute_p_ops(16, 512, True, "none", compiled=True)) == [
         ["TROWMAX"], ["TROWEXPANDSUB", "TMOV"], ["TMULS"], ["TEXP"], ["TROWSUM", "TCVT"]]
-    assert names(compute_p_ops(16, 512, False, "none", port=True)) == [
+    assert names(compute_p_ops(16, 512, False, "none", compiled=True)) == [
         ["TROWMAX"], ["TMAX"], ["TSUB"], ["TMOV", "TROWEXPANDSUB", "TMULS"], ["TMULS", "TEXP"], ["TEXP", "TMUL"],
         ["TROWSUM"], ["TADD", "TCVT"]]
     hw = load_hardware(load_config().hardware)
-    manual, port = Costs(hw), Costs(hw, "dsl")
+    manual, port = Costs(hw), Costs(hw, compiled_barriers=True)
     for rows, cols in ((32, 256), (16, 512)):  # the port's slices; the same instructions, so the extra cost
         extra = port.compute_p(rows, cols, False, "none") - manual.compute_p(rows, cols, False, "none")
         assert 0 < extra < 0.04 * manual.compute_p(rows, cols, False, "none")  # is the extra stream starts

@@ -19,8 +19,7 @@ from tfa_sim.explore.tune.report import config_toml, verdicts
 from tfa_sim.explore.tune.screen import Screen
 from tfa_sim.explore.tune.search import MARGIN, Search
 from tfa_sim.explore.tune.space import Candidate, default_axes
-from tfa_sim.spec.config import parse_config
-from tfa_sim.spec.load import build_config, load_config
+from tfa_sim.spec.load import build_config, load_config, parse_config
 
 #: 4 × 3 × 2 = 24 points, 20 legal (TILE_S1 1024 over CUBE_S1 64 breaks Vec_S0); 4 blocks of 8…32 tiles on
 #: 4 cores: a simulation takes a few hundredths of a second.

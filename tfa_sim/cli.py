@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from tfa_sim import __version__
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.spec.config import BUILDS, Config, parse_override, parse_span
+from tfa_sim.spec.builds import SHIPPED
+from tfa_sim.spec.config import Config, parse_override, parse_span
 from tfa_sim.spec.errors import InputError, TfaSimError
 from tfa_sim.spec.safety import check_name, check_path, os_problem, show
 
 if TYPE_CHECKING:
-    from tfa_sim.explore.points import Point
+    pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -175,66 +176,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tfa_sim.explore.calibrate import (
-        Simulator,
-        builds,
-        calibration_record,
-        cross_validate,
-        fit,
-        format_report,
-        half_width,
-        sensitivity,
-        write_presets,
-    )
-    from tfa_sim.explore.profile_points import calibration_points, pipes_beside
-    from tfa_sim.rundir.directory import atomic_write
-    from tfa_sim.rundir.outputs import new_run_dir, write_json
+    from tfa_sim.api.calibration import calibrate
 
-    if args.check and args.write_presets:
-        raise InputError("--check fits nothing, so it writes no presets: drop --write-presets, or --check to fit")
-    points, profiled = calibration_points(args.points, args.exclude, args.kernel, args.profiles)
-    kinds = ", ".join(builds(points))
+    result = calibrate(args.points, profiles=args.profiles, kernel=args.kernel, exclude=args.exclude,
+                       check=args.check, out=args.out or True, write_presets=args.write_presets,
+                       echo=lambda line: print(line, flush=True))
+    print(result.report)
     if args.check:
-        return _check_presets(points, kinds, args.out)
-    print(f"tfa-sim calibrate: fitting to {len(points)} measured points of the builds {kinds}…", flush=True)
-    sim = Simulator()
-    result = fit(points, sim)
-    print(f"tfa-sim calibrate: fitted in {result.seconds:.1f} s; cross-validating (each shape left out)…", flush=True)
-    held_out = cross_validate(points, sim)
-    sens = sensitivity(result, sim)
-    width = half_width(points, held_out)
-    out = Path(args.out) if args.out else new_run_dir("calibration")
-    out.mkdir(parents=True, exist_ok=True)
-    report = format_report(result, held_out, sens) + pipes_beside(result, profiled)
-    atomic_write(out / "report.txt", lambda f: f.write((report + "\n").encode("utf-8")))
-    write_json(out / "calibration.json", calibration_record(result, held_out, sens))
-    note = (f"tfa-sim calibrate, {len(points)} points of the builds {kinds}, in-sample MAPE "
-            f"{result.mape:.1%}, held-out MAPE {float(abs(held_out / result.measured - 1).mean()):.1%}")
-    written = write_presets(result, width, out, note)
-    if args.write_presets:
-        written += write_presets(result, width, None, note)
-    print(report)
-    print(f"wrote {out}/report.txt, calibration.json and presets {', '.join(str(p) for p in written)} "
-          f"(use one with --hw FILE)")
-    return 0
-
-
-def _check_presets(points: list[Point], kinds: str, out_dir: str | None) -> int:
-    """``tfa-sim calibrate --check``: the presets against the points, no fit (tfa_sim.explore.check_points)."""
-    from tfa_sim.explore.check_points import check_points, check_record, format_check
-    from tfa_sim.rundir.directory import atomic_write
-    from tfa_sim.rundir.outputs import new_run_dir, write_json
-
-    print(f"tfa-sim calibrate --check: the presets against {len(points)} measured points of the builds {kinds}…",
-          flush=True)
-    rows = check_points(points)
-    out = Path(out_dir) if out_dir else new_run_dir("calibration-check")
-    out.mkdir(parents=True, exist_ok=True)
-    report = format_check(rows)
-    atomic_write(out / "check.txt", lambda f: f.write((report + "\n").encode("utf-8")))
-    write_json(out / "check.json", check_record(rows))
-    print(report)
-    print(f"wrote {out}/check.txt and check.json")
+        print(f"wrote {result.out_dir}/check.txt and check.json")
+    else:
+        print(f"wrote {result.out_dir}/report.txt, calibration.json and presets "
+              f"{', '.join(str(p) for p in result.presets)} (use one with --hw FILE)")
     return 0
 
 
@@ -270,19 +222,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from tfa_sim.api.library import load_config
-    from tfa_sim.explore.tune import tune
-    from tfa_sim.explore.tune.report import format_report
+    from tfa_sim.api.library import tune
     from tfa_sim.explore.tune.tuner import FILES
 
-    config = load_config(args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw)
-    summary, out = tune(config, args.space, budget_s=args.budget_s, jobs=args.jobs, executor=args.executor,
-                        scheduler=args.scheduler, out=args.out, top=args.top, progress=not args.no_progress,
-                        echo=None if args.no_progress else lambda line: print(line, file=sys.stderr))
-    print(format_report(summary))
+    result = tune(args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw, space=args.space,
+                  budget_s=args.budget_s, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler,
+                  out=args.out or True, top=args.top, progress=not args.no_progress,
+                  echo=None if args.no_progress else lambda line: print(line, file=sys.stderr))
+    print(result.report)
+    out = result.out_dir
+    assert out is not None, "the command keeps its tune directory"
     written = [name for name in FILES if (out / name).exists()]
     print(f"wrote {out}/ ({', '.join(written)}); tfa-sim run {out / 'best.toml'} reproduces "
-          f"time_us {summary['best']['time_us']}")
+          f"time_us {result.summary['best']['time_us']}")
     return 0
 
 
@@ -495,7 +447,7 @@ def _calibrate_parser(sub: Any) -> None:
                    "docs/calibration.md)")
     p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming msprof profile directories and the config "
                    "each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
-    p.add_argument("--kernel", choices=BUILDS, help="fit only the points of this build (manual, jit, dsl)")
+    p.add_argument("--kernel", choices=SHIPPED, help="fit only the points of this build (manual, jit, dsl)")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
     p.add_argument("--out", help="directory for the report and the fitted presets DIR/<preset>.toml "

@@ -38,6 +38,8 @@ def main(out: str) -> None:
     assert list(points["status"]) == ["ok", "ok"], points
     tuned = tfa_sim.tune(case=CASE, jobs=2)
     assert tuned.time_us <= float(points["time_us"].min()), tuned
+    checked = tfa_sim.calibrate([HERE / "points.csv"], check=True)
+    assert len(checked.record["points"]) == 3 and checked.out_dir is None, checked.report
     board = tfa_sim.profile(HERE.parent / "data" / "msprof" / "a2_op_single", case=CASE,
                             overrides={"case.s0": 512, "case.s1": 2048, "schedule.cv_fifo_cons_sync_period": 1})
     assert len(board.to_pandas()) > 0 and board.report["task_duration_us"] > 0, board.report
@@ -48,7 +50,8 @@ def main(out: str) -> None:
     else:
         raise AssertionError("an unknown case was accepted")
     seen = {"version": tfa_sim.__version__, "time_us": result.time_us, "sweep": points["time_us"].tolist(),
-            "tuned_us": tuned.time_us, "profile_task_us": board.report["task_duration_us"], "refused": refused,
+            "tuned_us": tuned.time_us, "checked_mape": checked.record["mape"],
+            "profile_task_us": board.report["task_duration_us"], "refused": refused,
             **compiled()}
     Path(out).write_text(json.dumps(seen, indent=1), encoding="utf-8")
     print(json.dumps(seen, indent=1))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,28 +176,30 @@ class TuneResult:
 def tune(config: Config | str | Path | None = None, *, case: str | None = None,
          overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None,
          space: str | Path | Mapping[str, Any] | None = None, budget_s: float | None = None, jobs: int = 1,
-         executor: str = "local", scheduler: str | None = None, out: str | Path | None = None, top: int = 5,
-         progress: bool = False) -> TuneResult:
+         executor: str = "local", scheduler: str | None = None, out: str | Path | bool | None = None, top: int = 5,
+         progress: bool = False, echo: Callable[[str], Any] | None = None) -> TuneResult:
     """``tfa-sim tune``: the best legal schedule for a case (README, "Tuning").  The case is ``config`` (a
     :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config` takes them;
     ``space`` a sweep file or its tables as a mapping (None: the default space); ``budget_s`` the wall seconds
     for the whole tune; ``jobs``, ``executor`` and ``scheduler`` run the simulations as ``sweep`` does.
-    ``out`` keeps the tune directory (rerunning into it resumes); without it the tune runs in a temporary
-    directory that is removed afterwards."""
+    ``out`` keeps the tune directory (rerunning into it resumes; True: a new ``runs/tune-<case>-<time>``);
+    without it the tune runs in a temporary directory that is removed afterwards.  ``echo`` receives the
+    progress lines the command prints on stderr."""
     import pandas as pd
 
     from tfa_sim.explore.tune import tune as run_tune
     from tfa_sim.explore.tune.report import format_report
 
     case_config = chosen(config, case, overrides, hw)
-    if out is None:
+    if out is None or out is False:
         with tempfile.TemporaryDirectory(prefix="tfa-sim-tune-") as tmp:
             result = tune(case_config, space=space, budget_s=budget_s, jobs=jobs, executor=executor,
-                          scheduler=scheduler, out=tmp, top=top, progress=progress)
+                          scheduler=scheduler, out=tmp, top=top, progress=progress, echo=echo)
             result.out_dir = None
             return result
     summary, directory = run_tune(case_config, space, budget_s=budget_s, jobs=jobs, executor=executor,
-                                  scheduler=scheduler, out=out, top=top, progress=progress)
+                                  scheduler=scheduler, out=None if out is True else out, top=top, progress=progress,
+                                  echo=echo)
     axes = list(summary["axes"])
     columns = ["stage", "status", "estimate", "time_us", "launch_period_us", "bound_pipe", "message"]
     table = pd.DataFrame([[c["overrides"].get(a) for a in axes] + [c.get(k) for k in columns]
@@ -217,9 +219,8 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     takes them; it runs timing only.  ``out``: the directory to write (True: a new ``runs/profile-<case>-<time>``);
     without it nothing is written.  Every check runs before anything is written."""
     from tfa_sim.rundir.msprof import read_profile
-    from tfa_sim.spec.blocks import split_count
+    from tfa_sim.spec.geometry import launch_geometry
     from tfa_sim.spec.hardware import load_hardware
-    from tfa_sim.spec.workload import grid
     from tfa_sim.views.analysis import bubbles
     from tfa_sim.views.profile import check_clock, check_launch, compare
 
@@ -228,8 +229,8 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     run_config = chosen(config, case, timing_only, hw)
     hardware = load_hardware(run_config.hardware)
     check_clock(board, hardware)
-    cores = hardware.cube_cores
-    check_launch(board, run_config.name, grid(run_config, cores), 2 if split_count(run_config, cores) > 1 else 1)
+    geometry = launch_geometry(run_config, hardware.cube_cores)
+    check_launch(board, run_config.name, geometry.main.grid, 1 if geometry.combine is None else 2)
     done = runner.compute(run_config, None, event_log=False)  # only once the profile is the config's launch
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
     result = ProfileResult(compare(board, done.summary, stalls))

@@ -28,7 +28,7 @@ import simpy
 
 from tfa_sim.buffers.data import Region, TileStore
 from tfa_sim.buffers.pools import Flag, HazardError, send
-from tfa_sim.engine.simpy_adapter import now
+from tfa_sim.clock.simpy_adapter import now
 from tfa_sim.spec.units import LANES
 
 

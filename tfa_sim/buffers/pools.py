@@ -22,8 +22,8 @@ from typing import Any
 
 import simpy
 
-from tfa_sim.engine.ffts import Ffts
-from tfa_sim.engine.simpy_adapter import call_at, now
+from tfa_sim.buffers.ffts import Ffts
+from tfa_sim.clock.simpy_adapter import call_at, now
 from tfa_sim.spec.errors import ScheduleError
 
 #: Hardware cross-core flags count to 15 (a 4-bit counter).

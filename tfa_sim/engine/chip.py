@@ -1,9 +1,10 @@
-"""The chip: N AI cores, shared GM, blocks dispatched round-robin in waves; one SimPy run.
+"""The chip: N AI cores, shared GM, each launch's blocks run as its dispatch says; one SimPy run.
 
 A run is one or more kernel launches, one after another (the split-S1 kernel
-and its combine).  In each, core c runs blocks c, c+N, c+2N, … of the launch
-(the kernel's ``for block = coreIdx; block < total; block += coreNum``), one
-after another.  Time 0 is the first launch's start on the device: core c starts
+and its combine).  In each, core c runs what the launch's
+:class:`~tfa_sim.spec.geometry.Dispatch` queues for it, one after another: blocks
+c, c+N, c+2N, … of a hardware-dispatched launch, or a persistent core's units in
+one program.  Time 0 is the first launch's start on the device: core c starts
 ``c·core_stagger`` cycles later and pays ``block_dispatch`` before each block.
 The kernel time is the last launch's last core's end, as the board measures
 it.  A later launch of the same stream (the split-S1 combine) starts
@@ -21,16 +22,18 @@ from typing import Any, Protocol
 
 import simpy
 
+from tfa_sim.buffers.ffts import Ffts
+from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.diagnose import deadlock_report
-from tfa_sim.engine.ffts import Ffts
 from tfa_sim.engine.gm import GlobalMemory
 from tfa_sim.engine.issue import IssueStream, Program
 from tfa_sim.engine.ops import BlockOps
 from tfa_sim.engine.pipes import Pipe, Stats
-from tfa_sim.engine.simpy_adapter import run
 from tfa_sim.rundir.events import DISPATCH
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import ScheduleError
+from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.hardware import Hardware
 
 
@@ -50,7 +53,7 @@ class BlockRun(Protocol):
 
 
 class Kernel(Protocol):
-    """What the chip runs: the blocks in dispatch order, and how a block starts on a core."""
+    """What the chip runs: the launch's dispatch, and how a dispatched block starts on a core."""
 
     @property
     def name(self) -> str:
@@ -60,16 +63,17 @@ class Kernel(Protocol):
     def stages(self) -> Sequence[str]: ...
 
     @property
-    def blocks(self) -> Sequence[Any]: ...
+    def config(self) -> Config:
+        """The run's config."""
 
     @property
-    def persistent(self) -> bool:
-        """A persistent grid: each core runs all its blocks in one program (``start`` gets the core's blocks),
-        paying the block set-up once, one block's work running into the next's."""
+    def dispatch(self) -> Dispatch:
+        """The launch's units in dispatch order and the cores they run on."""
 
     def start(self, env: simpy.Environment, core: Core, block: Any, stats: Stats) -> BlockRun:
-        """The block's buffers on ``core`` and its units' programs (a persistent kernel: all the core's blocks,
-        a sequence)."""
+        """A dispatched item's buffers on ``core`` and its units' programs (a block, or a persistent core's
+        :class:`~tfa_sim.spec.geometry.CoreUnits`: all its units in one program, paying the set-up once, one
+        unit's work running into the next's)."""
 
     def template_key(self, block: Any) -> Hashable | None:
         """Blocks with equal keys issue the same instructions on the same buffers (None: never replay)."""
@@ -101,7 +105,7 @@ class SimResult:
     stats: Stats
     gm_bytes: int = 0
     hbm_bytes: int = 0
-    sync_messages: int = 0  # cross-core flag messages through the chip's sync unit (engine/ffts.py)
+    sync_messages: int = 0  # cross-core flag messages through the chip's sync unit (buffers/ffts.py)
     sync_busy: float = 0.0  # cycles the unit spent serving them
     sync_queued: float = 0.0  # cycles they waited for it, summed
     launches: list[Launch] = field(default_factory=list)
@@ -113,11 +117,6 @@ class SimResult:
     @property
     def time_us(self) -> float:
         return self.total_cycles / self.clock_mhz
-
-
-def dispatch(blocks: Sequence[Any], cores: int) -> list[list[Any]]:
-    """Blocks of each core in execution order (round-robin, waves of ``cores`` blocks)."""
-    return [list(blocks[c::cores]) for c in range(cores)]
 
 
 class _Chip:
@@ -141,17 +140,17 @@ class _Chip:
         for at, kernel in enumerate(kernels):
             if at and self.launch_gap:
                 yield self.env.timeout(self.launch_gap)
-            start, blocks = self.env.now, kernel.blocks
-            n = min(self.hw.cube_cores, len(blocks))
+            start, dispatch = self.env.now, kernel.dispatch
+            n = dispatch.cores
             self.cores += [Core(self.env, i, self.stats, self.gm, self.ffts) for i in range(len(self.cores), n)]
             busy, ends = [0.0] * n, [start] * n
             self.running = [(core, self.env.process(self.run_core(kernel, core, queue, busy, ends)))
-                            for core, queue in zip(self.cores, dispatch(blocks, n))]
+                            for core, queue in zip(self.cores, dispatch.queues())]
             yield simpy.AllOf(self.env, [proc for _, proc in self.running])
             if self.stats.ops is not None:
                 self.stats.ops.drain()  # the next launch may read what this one's blocks wrote
-            first = blocks[0].index if blocks else 0
-            self.launches.append(Launch(kernel.name, first, len(blocks), n, start, max(ends, default=start)))
+            first = dispatch.order[0].index if dispatch.order else 0
+            self.launches.append(Launch(kernel.name, first, dispatch.units, n, start, max(ends, default=start)))
             self.busy.append(busy)
             self.ends.append(ends)
 
@@ -163,12 +162,10 @@ class _Chip:
         if wait:
             stats.span(core.cube[0].unit, DISPATCH, DISPATCH, queue[0].index, "kernel start", env.now, env.now + wait)
             yield env.timeout(wait)
-        runs = [tuple(queue)] if kernel.persistent else queue  # a persistent core: one run of all its blocks
-        for block in runs:
+        for block in queue:  # a block, or a persistent core's units
             began = env.now
             if over.block_dispatch:
-                first = block[0] if isinstance(block, tuple) else block
-                stats.span(core.cube[0].unit, DISPATCH, DISPATCH, first.index, "block dispatch", env.now,
+                stats.span(core.cube[0].unit, DISPATCH, DISPATCH, block.index, "block dispatch", env.now,
                            env.now + over.block_dispatch)
                 yield env.timeout(over.block_dispatch)
             yield from self.run_block(kernel, core, block, templates)
@@ -202,7 +199,7 @@ class _Chip:
         ops = self.stats.ops
         run.finish(keep_tiles=ops is not None)
         if ops is not None:
-            for unit in block if isinstance(block, tuple) else (block,):  # each unit's steps, in order
+            for unit in block.units:  # each unit's steps, in order
                 ops.block_done(unit.index, run)
 
 

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import simpy
 
-from tfa_sim.engine.ffts import Ffts
+from tfa_sim.buffers.ffts import Ffts
 from tfa_sim.engine.pipes import Pipe, Stats
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
 

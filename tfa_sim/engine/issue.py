@@ -22,8 +22,8 @@ from typing import Any
 import simpy
 
 from tfa_sim.buffers.pools import Flag, Pending
+from tfa_sim.clock.simpy_adapter import now
 from tfa_sim.engine.pipes import Instr, Pipe, StreamWait
-from tfa_sim.engine.simpy_adapter import now
 
 #: A unit's program: yields instructions and waits, receives each back.
 Program = Generator[Any, Any, Any]

@@ -19,9 +19,9 @@ from typing import Any
 import simpy
 
 from tfa_sim.buffers.pools import Flag, Pending, Pool, Slot
+from tfa_sim.clock.simpy_adapter import Alarm, now
 from tfa_sim.engine.gm import MISS, PREFETCHED, GlobalMemory
 from tfa_sim.engine.ops import BlockOps
-from tfa_sim.engine.simpy_adapter import Alarm, now
 from tfa_sim.rundir.events import CAUSES, EventLog
 from tfa_sim.spec.units import parse_unit
 

@@ -91,7 +91,7 @@ def format_timing(t: dict[str, Any]) -> list[str]:
 
 
 def sync_load(result: SimResult, bound_busy: float) -> dict[str, Any]:
-    """The chip's cross-core sync unit (engine/ffts.py): messages, its busy share of the kernel, the mean wait of
+    """The chip's cross-core sync unit (buffers/ffts.py): messages, its busy share of the kernel, the mean wait of
     a message for it, and ``bound``: busier than the busiest pipe kind's mean over cores (the launch waits for
     the unit)."""
     total = result.total_cycles

@@ -35,7 +35,8 @@ from tfa_sim.explore.points import Point, base_preset, measured_as, predicted
 from tfa_sim.sim.fold import foldable, folded_cycles
 from tfa_sim.sim.parallel import Forked, can_fork
 from tfa_sim.sim.simulation import launches, simulate
-from tfa_sim.spec.config import BUILDS, CONFIG_DIR
+from tfa_sim.spec.builds import SHIPPED
+from tfa_sim.spec.config import CONFIG_DIR
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import HOSTS, preset_names
 
@@ -92,8 +93,8 @@ def kernel_time(p: Point, values: dict[str, float], memo: dict[Hashable, float])
     hw = hw.with_cores(p.cores) if p.cores else hw
     config = p.config()
     kernels = launches(config, hw, None)
-    cores = min(hw.cube_cores, len(kernels[0].blocks))
-    if p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE and foldable(kernels, hw) is None:
+    cores = kernels[0].dispatch.cores
+    if p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE and foldable(kernels) is None:
         s = config.schedule
         cycles = folded_cycles(kernels, hw, s.qk_preload, s.cv_fifo_cons_sync_period, 0.0, memo)
         return cycles / hw.clock_mhz, cores - 1
@@ -451,8 +452,8 @@ def calibration_record(f: Fit, held_out: np.ndarray | None, sens: dict[str, tupl
 
 
 def builds(points: Sequence[Point]) -> list[str]:
-    """The builds among ``points``, in the order of :data:`~tfa_sim.spec.config.BUILDS`."""
-    return [b for b in BUILDS if any(p.kernel == b for p in points)]
+    """The builds among ``points``, in the order of :data:`~tfa_sim.spec.builds.SHIPPED`."""
+    return [b for b in SHIPPED if any(p.kernel == b for p in points)]
 
 
 def by_build(points: Sequence[Point], errors: np.ndarray) -> dict[str, dict[str, float]]:

@@ -17,7 +17,7 @@ import numpy as np
 from tfa_sim.explore.calibrate import LINEAR, Simulator, builds, by_build
 from tfa_sim.explore.points import Point, base_preset, figure, measured_as
 from tfa_sim.sim.prediction import prediction
-from tfa_sim.sim.simulation import launches
+from tfa_sim.spec.geometry import launch_geometry
 
 #: The launch values a point's figure adds to its kernel time (tfa_sim.explore.points.figure).
 LAUNCH_KEYS = tuple(par.key for par in LINEAR if par.key.startswith("launch."))
@@ -58,9 +58,8 @@ def check_points(points: Sequence[Point], sim: Simulator | None = None) -> list[
         values = {key: hw.value(key) for key in LAUNCH_KEYS}
         how = measured_as(p, kernel_us, values)
         config = p.config(host=p.host)
-        blocks = len(launches(config, hw, None)[0].blocks)
-        waves = -(-blocks // min(hw.cube_cores, blocks))
-        said = prediction(config, hw, kernel_us * hw.clock_mhz, blocks, waves)
+        grid = launch_geometry(config, hw.cube_cores).main
+        said = prediction(config, hw, kernel_us * hw.clock_mhz, grid.units, grid.waves)
         low, high = said[INTERVAL_OF[how]]
         out.append(Checked(p, how, figure(p, how, kernel_us, values), low, high, said["interval_half_width"]))
     return out

@@ -33,9 +33,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.spec import workload
-from tfa_sim.spec.config import BUILDS, CONFIG_DIR, Config, build_defaults
+from tfa_sim.spec.builds import SHIPPED, build_defaults
+from tfa_sim.spec.config import CONFIG_DIR, Config
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.geometry import launch_geometry
 from tfa_sim.spec.hardware import HOSTS, Hardware, load_hardware, preset_names
 from tfa_sim.spec.load import build_config
 
@@ -113,7 +114,7 @@ COLUMNS: dict[str, Any] = {"preset": None, "kernel": None, "timing": None, "host
                            "head": None, "s0": None, "s1": None, "cube_s0": 128, "cube_s1": 128, "tile_s1": 256,
                            "qk_preload": 4, "cv_fifo_size": 8, "sync_period": 4, "causal": "false",
                            "time_us": None, "cores": 0, "timing_evidence": "", "source": "", "s1_split": 1}
-#: The columns a build compiles its own default for (spec.config.BUILD_DEFAULTS), with their config keys.
+#: The columns a build gives its own default for (its bundle, spec.builds), with their config keys.
 BUILD_COLUMNS = {"tile_s1": ("tiling", "tile_s1"), "qk_preload": ("schedule", "qk_preload"),
                  "sync_period": ("schedule", "cv_fifo_cons_sync_period")}
 
@@ -155,8 +156,8 @@ def _typed(text: Any, kind: str) -> Any:
 
 def _check(point: Point, blocks: str, where: str) -> None:
     """The row's values make sense together; else one line naming the column."""
-    if point.kernel not in BUILDS:
-        raise InputError(f"{where}: kernel {point.kernel!r} must be a build: {', '.join(BUILDS)}")
+    if point.kernel not in SHIPPED:
+        raise InputError(f"{where}: kernel {point.kernel!r} must be a shipped build: {', '.join(SHIPPED)}")
     if point.timing not in TIMINGS:
         raise InputError(f"{where}: timing {point.timing!r} must be one of {', '.join(TIMINGS)}")
     known = [t for t in TIMINGS if t != "unknown"]
@@ -183,8 +184,8 @@ def _parse_row(row: dict[str, str], where: str) -> Point:
             raise InputError(f"{where}: column {name} is empty or missing; a point needs {required}")
         values[name] = text or default
     s1 = values["s1"]
-    if values["kernel"] in BUILDS and s1.isdigit():
-        built = build_defaults(values["kernel"], {"case": {"s1": int(s1)}})
+    if values["kernel"] in SHIPPED and s1.isdigit():
+        built = build_defaults({"kernel": {"build": values["kernel"]}, "case": {"s1": int(s1)}})
         for name, key in BUILD_COLUMNS.items():
             if not (row.get(name) or "").strip() and key in built:
                 values[name] = built[key]
@@ -217,15 +218,14 @@ def _from_table(row: dict[str, str], where: str) -> dict[str, str]:
 
 
 def _check_grid(point: Point, grid: str, where: str) -> None:
-    """A board-table row's ``grid`` is the Block Dim the point's build launches (:func:`workload.grid`): its work
-    units, or the dsl build's persistent min(units, cores)."""
-    units = point.blocks * point.s1_split
+    """A board-table row's ``grid`` is the Block Dim the point's build launches (its launch geometry's): its work
+    units, or a persistent grid's min(units, cores)."""
     cores = point.cores or base_preset(point.preset).cube_cores
-    launched = workload.grid(point.config(), cores)
-    if grid and grid != str(launched):
-        raise InputError(f"{where}: grid {grid}, but kernel {point.kernel} launches {launched} "
-                         f"({'min(units, cores)' if point.kernel == 'dsl' else 'one block per unit'} for {units} "
-                         f"units on {cores} cores); check the row's kernel, units and card")
+    launch = launch_geometry(point.config(), cores).main
+    if grid and grid != str(launch.grid):
+        how = "min(units, cores)" if launch.persistent else "one block per unit"
+        raise InputError(f"{where}: grid {grid}, but kernel {point.kernel} launches {launch.grid} ({how} for "
+                         f"{launch.units} units on {cores} cores); check the row's kernel, units and card")
 
 
 def load_points(path: str | Path) -> list[Point]:

@@ -25,11 +25,12 @@ from tfa_sim.explore.points import Point, base_preset, select_points
 from tfa_sim.rundir.msprof import SIMULATED, BoardProfile, read_profile
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec import load
-from tfa_sim.spec.config import BUILDS, Config, parse_override
+from tfa_sim.spec.builds import SHIPPED
+from tfa_sim.spec.config import Config, parse_override
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.geometry import launch_geometry
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
-from tfa_sim.spec.workload import grid
 from tfa_sim.views.profile import check_clock, check_launch, side_by_side
 
 #: A LIST entry's keys: True for the required ones.
@@ -114,8 +115,8 @@ def _relative(base: Path, text: Any, where: str, key: str) -> Path:
 def profiled(entry: dict[str, Any], base: Path) -> Profiled:
     """A LIST entry read, checked against its config and made a point of timing ``task``."""
     where, build = entry["where"], entry["kernel"]
-    if build not in BUILDS:
-        raise InputError(f"{where}: kernel {show(build)} must be the build that ran: {', '.join(BUILDS)}")
+    if build not in SHIPPED:
+        raise InputError(f"{where}: kernel {show(build)} must be the build that ran: {', '.join(SHIPPED)}")
     config_file = _relative(base, entry["config"], where, "config") if entry.get("config") else None
     config = load.load_config(config_file, entry.get("case"), (), [*_settings(entry), ("kernel", "build", build)])
     if config.hardware.file:
@@ -127,7 +128,7 @@ def profiled(entry: dict[str, Any], base: Path) -> Profiled:
                   config.hardware.cores)
     _representable(point, config, where)
     check_clock(board, load_hardware(config.hardware))
-    check_launch(board, config.name, grid(config, load_hardware(config.hardware).cube_cores), 1)
+    check_launch(board, config.name, launch_geometry(config, load_hardware(config.hardware).cube_cores).main.grid, 1)
     return Profiled(where, point, config, board)
 
 

@@ -34,11 +34,10 @@ from tfa_sim.numerics.intermediates import (
 )
 from tfa_sim.rundir.memory import dump_bytes
 from tfa_sim.rundir.outputs import write_json
-from tfa_sim.spec.blocks import run_blocks
+from tfa_sim.spec.blocks import CombineBlock, combine_blocks, run_blocks
 from tfa_sim.spec.config import Config, parse_span
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.units import parse_unit
-from tfa_sim.stages.combine import CombineBlock, combine_blocks
 
 
 def dump_blocks(config: Config) -> list[Any]:

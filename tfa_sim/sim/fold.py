@@ -36,6 +36,7 @@ from typing import Any
 from tfa_sim.engine.chip import Kernel, Launch, SimResult, run_chip
 from tfa_sim.sim.parallel import Forked, can_fork
 from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns, prefetched_rows, reads_prefetched
+from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.hardware import Hardware
 
 #: Blocks per core of the samples, so that the wave the fold repeats is the third.  A hardware-dispatched
@@ -79,30 +80,36 @@ def _cut(block: Any, tiles: int) -> Any:
 
 
 def _sample(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> SimResult:
-    """The launch's first ``count`` blocks (whole waves, round-robin), each cut to ``tiles`` tiles (None: all)."""
-    return sample_blocks(kernel, hw, list(kernel.blocks)[:count], tiles)
+    """The launch's first ``count`` dispatch positions (whole waves), each unit cut to ``tiles`` tiles (None:
+    all)."""
+    return _run_sample(kernel, hw, kernel.dispatch.head(count), tiles)
 
 
 def sample_blocks(kernel: Kernel, hw: Hardware, blocks: Sequence[Any], tiles: int | None = None) -> SimResult:
     """``kernel``'s programs run on ``blocks`` alone (any blocks, its own or another launch's of the same
-    program: a block's program depends only on the kernel's tiling and schedule and on the block), round-robin
-    on ``min(cores, len(blocks))`` cores, each cut to ``tiles`` tiles (None: whole); timing only, no event log.
-    The tuner's screen (tfa_sim.explore.tune.screen) probes one block at a time this way."""
-    cut = list(blocks) if tiles is None else [_cut(b, tiles) for b in blocks]
+    program: a block's program depends only on the kernel's tiling, schedule and design choices and on the
+    block), in ``kernel``'s grid on ``min(cores, len(blocks))`` cores, each cut to ``tiles`` tiles (None: whole);
+    timing only, no event log.  The tuner's screen (tfa_sim.explore.tune.screen) probes one block at a time this
+    way."""
+    sample = Dispatch.of(blocks, hw.cube_cores, kernel.dispatch.persistent)
+    return _run_sample(kernel, hw, sample, tiles)
+
+
+def _run_sample(kernel: Kernel, hw: Hardware, sample: Dispatch, tiles: int | None) -> SimResult:
+    cut = sample if tiles is None else sample.each(lambda b: _cut(b, tiles))
     return run_chip(_Sampled(kernel, cut), hw, log_events=False)
 
 
 class _Sampled:
-    """``kernel`` on some of its blocks (a :class:`~tfa_sim.engine.chip.Kernel`)."""
+    """``kernel`` on a sample of its dispatch (a :class:`~tfa_sim.engine.chip.Kernel`)."""
 
-    def __init__(self, kernel: Kernel, blocks: list[Any]) -> None:
-        self.blocks = blocks
-        self.name, self.stages = kernel.name, kernel.stages
+    def __init__(self, kernel: Kernel, dispatch: Dispatch) -> None:
+        self.dispatch = dispatch
+        self.name, self.stages, self.config = kernel.name, kernel.stages, kernel.config
         self.start, self.template_key = kernel.start, kernel.template_key
-        self.persistent = kernel.persistent
 
 
-def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
+def foldable(kernels: Sequence[Kernel]) -> str | None:
     """Why these launches cannot be folded, or None.
 
     A launch some of whose blocks read inputs the host prefetched (the manual build's S0·HEAD elements) folds
@@ -113,12 +120,12 @@ def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
     the cuts' difference would lie in the prefetched part and extrapolate its hits to the rest (a prefetched part
     within the shorter cut is in both cuts alike and leaves their difference alone).
     """
-    blocks = kernels[0].blocks
+    dispatch, config = kernels[0].dispatch, kernels[0].config
+    blocks = dispatch.order
     masked = [b for b in blocks if b.mask.kind != "none"]
     if masked:
         return f"the {masked[0].mask.kind} mask makes blocks differ"
-    config = getattr(kernels[0], "config", None)
-    if config is None or not prefetched_rows(config):
+    if not prefetched_rows(config):
         return None
     s = config.schedule
     short = cuts(s.qk_preload, s.cv_fifo_cons_sync_period)[0] * config.tiling.tile_s1  # the shorter cut's columns
@@ -128,8 +135,8 @@ def foldable(kernels: Sequence[Kernel], hw: Hardware) -> str | None:
             return (f"block {b.index} reads its K/V columns below {done} from what the host prefetched (S0·HEAD "
                     f"elements) and the rest from HBM: its tiles differ")
     hits = [i for i, b in enumerate(blocks) if reads_prefetched(b, config)]
-    sampled = (PERSISTENT_WAVES if kernels[0].persistent else WAVES)[0]
-    if hits and len(hits) < len(blocks) and hits[-1] >= sampled * min(hw.cube_cores, len(blocks)):
+    sampled = (PERSISTENT_WAVES if dispatch.persistent else WAVES)[0]
+    if hits and len(hits) < len(blocks) and hits[-1] >= sampled * dispatch.cores:
         return (f"blocks up to {hits[-1]} read inputs the host prefetched (S0·HEAD elements), the later ones "
                 f"from HBM: the waves differ beyond the first {sampled}")
     return None
@@ -144,14 +151,14 @@ class _Plan:
     extrapolated linearly to the longest block's tiles.
     """
 
-    def __init__(self, kernel: Kernel, hw: Hardware, qk_preload: int, period: int) -> None:
-        n = len(kernel.blocks)
-        self.cores = min(hw.cube_cores, n)
+    def __init__(self, kernel: Kernel, qk_preload: int, period: int) -> None:
+        dispatch = kernel.dispatch
+        n, self.cores = dispatch.units, dispatch.cores
         self.full_waves, self.rest = divmod(n, self.cores)
-        self.tiles = max((b.tiles for b in kernel.blocks if isinstance(b, Block)), default=0)
-        tile_cuts = cuts(qk_preload, period, self.tiles if kernel.persistent else None)
+        self.tiles = max((b.tiles for b in dispatch.order if isinstance(b, Block)), default=0)
+        tile_cuts = cuts(qk_preload, period, self.tiles if dispatch.persistent else None)
         self.cuts: tuple[int | None, ...] = tile_cuts if self.tiles > tile_cuts[-1] else (None,)
-        self.waves = PERSISTENT_WAVES if kernel.persistent else WAVES
+        self.waves = PERSISTENT_WAVES if dispatch.persistent else WAVES
         waves = self.full_waves > self.waves[-1]
         extra = [self.waves[0] * self.cores + self.rest] if waves and self.rest else []
         self.counts = [w * self.cores for w in self.waves] + extra if waves else [n]
@@ -222,7 +229,7 @@ def _fold_launch(kernel: Kernel, hw: Hardware, qk_preload: int, period: int,
                  parallel: bool) -> tuple[SimResult, dict[str, Any]]:
     """A launch's largest sample with its time, bytes, busy and stall cycles replaced by the plan's
     combination (a figure that extrapolates below zero is 0)."""
-    plan = _Plan(kernel, hw, qk_preload, period)
+    plan = _Plan(kernel, qk_preload, period)
     largest = max(plan.keys, key=lambda p: (p[0], p[1] or 0))
     result, figures = _measure(kernel, hw, plan.keys, largest, parallel)
     names = {name for f in figures.values() for name in f}
@@ -239,10 +246,10 @@ def _fold_launch(kernel: Kernel, hw: Hardware, qk_preload: int, period: int,
         pipe.busy = fit.get(("busy", pipe.full_name), 0.0)
         pipe.stall_by.clear()
         pipe.stall_by.update(stalls[pipe.full_name])
-    result.blocks = len(kernel.blocks)
+    result.blocks = kernel.dispatch.units
     result.waves = plan.full_waves + (plan.rest > 0)
-    return result, {"launch": getattr(kernel, "name", ""), "samples": [list(p) for p in plan.keys],
-                    "blocks": len(kernel.blocks), "tiles": plan.tiles}
+    return result, {"launch": kernel.name, "samples": [list(p) for p in plan.keys],
+                    "blocks": kernel.dispatch.units, "tiles": plan.tiles}
 
 
 def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, launch_gap: float = 0.0,
@@ -256,7 +263,7 @@ def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, la
     for at, ((result, _), kernel) in enumerate(zip(parts, kernels)):
         start += launch_gap if at else 0.0
         own = result.launches[0]
-        launches.append(Launch(own.name, own.first_block, len(kernel.blocks), own.cores, start,
+        launches.append(Launch(own.name, own.first_block, kernel.dispatch.units, own.cores, start,
                                start + result.total_cycles))
         start += result.total_cycles
     first.total_cycles, first.launches = start, launches
@@ -274,12 +281,11 @@ def sample_key(kernel: Kernel, hw: Hardware, count: int, tiles: int | None) -> H
     """What a sample's time depends on: the kernel's program (its config but the problem size), the chip and
     the sampled blocks' shapes and prefetched inputs — equal for the same samples of launches that differ only
     in their length."""
-    config = getattr(kernel, "config", None)
-    program = None if config is None else dataclasses.replace(config, case=dataclasses.replace(
-        config.case, name="", s0=0, s1=0))
-    blocks = [b if tiles is None else _cut(b, tiles) for b in list(kernel.blocks)[:count]]
+    config = kernel.config
+    program = dataclasses.replace(config, case=dataclasses.replace(config.case, name="", s0=0, s1=0))
+    blocks = [b if tiles is None else _cut(b, tiles) for b in kernel.dispatch.order[:count]]
     shapes = tuple((b.n_rows, b.batch, b.kv_head, b.tile_ids, b.active, b.mask.kind, b.chunks,
-                    config is not None and prefetch_signature(b, config)) for b in blocks if isinstance(b, Block))
+                    prefetch_signature(b, config)) for b in blocks if isinstance(b, Block))
     return repr((type(kernel).__name__, kernel.name, program, hw)), shapes, count, tiles
 
 
@@ -290,7 +296,7 @@ def folded_cycles(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, peri
     every long launch at every node of its search."""
     total = launch_gap * (len(kernels) - 1)
     for kernel in kernels:
-        plan = _Plan(kernel, hw, qk_preload, period)
+        plan = _Plan(kernel, qk_preload, period)
         values = {}
         for key in plan.keys:
             name = sample_key(kernel, hw, *key)

@@ -14,10 +14,10 @@ from tfa_sim.numerics.blas import blas_threads
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.numerics.intermediates import INTERMEDIATES, block_index, empty_full
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
-from tfa_sim.spec.blocks import Block, make_blocks
+from tfa_sim.spec.blocks import Block, combine_blocks, make_blocks
 from tfa_sim.spec.config import Config
 from tfa_sim.stages.block_kernel import Partials, matmul_panels
-from tfa_sim.stages.combine import combine_blocks, merge
+from tfa_sim.stages.combine import merge
 from tfa_sim.stages.compute_gu import update
 from tfa_sim.stages.compute_p import softmax
 from tfa_sim.stages.compute_pv import pv_tile

@@ -11,7 +11,8 @@ A board measures one of three things (docs/calibration.md, "What a measurement i
 
 The interval's half-width starts from the preset's cross-validated error (``calibration.half_width``: 90 % of
 the relative errors of points left out of the fit, across the builds and scales measured) and is widened by a
-fixed factor for each way the run leaves what the fit saw — a board without points, a build never measured,
+fixed factor for each way the run leaves what the fit saw — a board without points, design choices no measured
+build had (a build never measured, or one choice carried onto another build),
 more blocks or waves, another S1, a knob value or kernel variant never measured — each named in
 ``interval_reasons``.  The factors are judgment, not fitted: they say "further from the data" in a way a reader
 can check (:data:`PER_DOUBLING`, :data:`PER_KNOB`, :data:`UNMEASURED_BOARD`).  The half-width h is a relative
@@ -23,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tfa_sim.spec.builds import nearest_build
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.hardware import Hardware
 
@@ -62,10 +64,15 @@ def widening(config: Config, hw: Hardware, blocks: int, waves: int) -> tuple[flo
     if not cal.measured:
         factor *= UNMEASURED_BOARD
         reasons.append(f"{hw.name} has no measured points: its fitted values are another board's")
-    build = config.kernel.build
-    if build not in cal.builds:
+    choices = {key: value for key, value in vars(config.kernel).items() if key != "build"}
+    nearest = nearest_build(choices, cal.builds)
+    if nearest is None or nearest[1]:
         factor *= PER_KNOB
-        reasons.append(f"kernel.build = {build} never measured (measured: {', '.join(cal.builds)})")
+        measured = ", ".join(cal.builds) or "none"
+        reasons.append(f"kernel.build = {config.kernel.build} never measured (measured: {measured})" if nearest is None
+                       else "kernel design choices no measured build had: " + ", ".join(
+                           f"{key} = {choices[key]}" for key in nearest[1]) + f" (nearest measured build: "
+                       f"{nearest[0]}; measured: {measured})")
     if blocks > cal.blocks_max:
         factor *= 1 + PER_DOUBLING * math.log2(blocks / cal.blocks_max)
         reasons.append(f"{blocks} blocks, more than the {cal.blocks_max} measured")

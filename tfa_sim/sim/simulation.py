@@ -24,14 +24,14 @@ from tfa_sim.stages.run_tfa import TfaKernel
 def launches(config: Config, hw: Hardware, numerics: Numerics | None = None) -> list[Kernel]:
     """The kernels of one run, in launch order (allocating the partials a split run passes between them)."""
     tfa = TfaKernel(config, hw, numerics, config_mask(config))
-    chunks = max((b.chunks for b in tfa.blocks), default=1)
-    if chunks == 1:
+    combine = tfa.geometry.combine
+    if combine is None:
         return [tfa]
     c = config.case
     if numerics is not None:
-        numerics.partials = Partials.empty(chunks, c.batch, c.heads, c.s0, c.head)
+        numerics.partials = Partials.empty(tfa.geometry.chunks, c.batch, c.heads, c.s0, c.head)
     scale = np.float32(1.0) if c.softcap else tfa.shape.scale  # capped maxima carry the scale already
-    return [tfa, CombineKernel(tfa.blocks, c.head, tfa.costs, scale, numerics)]
+    return [tfa, CombineKernel(combine, config, tfa.costs, scale, numerics)]
 
 
 def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
@@ -71,7 +71,7 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
     if fold and (numerics is not None or log_events):
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
                          "or drop --fold")
-    refused = foldable(kernels, hw) if fold else None
+    refused = foldable(kernels) if fold else None
     gap = hw.launch.gap(config.hardware.host)
     if fold and refused is None:
         s = config.schedule
@@ -80,5 +80,5 @@ def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log
         workers = op_workers(config, goldens_forked) if numerics is not None else 0
         result = run_chip(kernels, hw, log_events, workers, gap)
         result.folded = refused and f"not folded: {refused}"
-    result.work = work(config, kernels[0].blocks)
+    result.work = work(config, kernels[0].dispatch.order)
     return result

@@ -79,6 +79,12 @@ class Block:
         return len(self.tile_ids)
 
     @property
+    def units(self) -> tuple[Block]:
+        """The units one dispatch of the block runs: itself (a persistent core's:
+        :class:`~tfa_sim.spec.geometry.CoreUnits`)."""
+        return (self,)
+
+    @property
     def line_base(self) -> tuple[int, int]:
         """Whose K and V the block reads (batch, K/V head): its input lines in the L2 are named under it."""
         return self.rows.batch, self.kv_head
@@ -269,25 +275,52 @@ def order_blocks(blocks: Sequence[Block], order: str, cores: int) -> list[Block]
     return [b for w, wave in enumerate(waves) for b in (wave[::-1] if w % 2 else wave)]
 
 
-def persistent_order(blocks: Sequence[Block], cores: int) -> list[Block]:
-    """The dsl build's persistent grid (fa_builder.py ``compute_range``): min(units, cores) cores, core c a
-    contiguous range of the units, the first ``units % cores`` cores one unit more; returned in the order
-    that hands core c its range through the round-robin dispatch (positions c, c + cores, …)."""
-    n = len(blocks)
-    m = min(n, cores)
-    if m == 0:
-        return []
-    share, extra = divmod(n, m)
-    starts = [c * share + min(c, extra) for c in range(m)]
-    return [blocks[starts[c] + j] for j in range(share + 1) for c in range(m) if j < share + (c < extra)]
+@dataclass(frozen=True)
+class CombineBlock:
+    """One row block of the combine: its rows, the chunks (in order) that wrote partials for them and
+    ``tile``, the last logical tile those chunks issue (its dump is filed under it)."""
+
+    index: int
+    rows: Rows
+    chunks: tuple[int, ...]
+    tile: int
+
+    @property
+    def tile_ids(self) -> tuple[int, ...]:
+        return (self.tile,)
+
+    @property
+    def units(self) -> tuple[CombineBlock]:
+        return (self,)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rows.pos)
+
+    def lane_rows(self, lane: int) -> tuple[int, int]:
+        return lane_split(self.n_rows, lane)
+
+
+def combine_blocks(blocks: Sequence[Block]) -> list[CombineBlock]:
+    """One combine block per row block that was split, numbered after the first launch's blocks."""
+    chunks: dict[int, list[int]] = {}
+    rows: dict[int, Rows] = {}
+    last: dict[int, int] = {}
+    for b in blocks:
+        if b.partial:
+            chunks.setdefault(b.row_block, []).append(b.chunk)
+            rows[b.row_block] = b.rows
+            last[b.row_block] = max(last.get(b.row_block, 0), b.tile_ids[-1])
+    first = max((b.index for b in blocks), default=-1) + 1
+    return [CombineBlock(first + i, rows[r], tuple(sorted(chunks[r])), last[r]) for i, r in enumerate(sorted(chunks))]
 
 
 def prefetched_rows(config: Config) -> int:
     """Rows of each input tensor (Q, K, V, in memory order: batch, head, position) in the L2 when the launch
-    starts: the manual build's host prefetches ``S0 · HEAD`` elements of each (``PTO_PREFETCH`` with
-    ``tensor_bytes = S0 · HEAD · 2``, fa_performance_kernel.cpp), the whole of one head's Q, K and V when
-    S0 = S1; the other builds none."""
-    return config.case.s0 if config.kernel.build == "manual" else 0
+    starts: with ``kernel.prefetch = "s0_head"`` the host prefetches ``S0 · HEAD`` elements of each (the manual
+    build's ``PTO_PREFETCH`` with ``tensor_bytes = S0 · HEAD · 2``, fa_performance_kernel.cpp), the whole of one
+    head's Q, K and V when S0 = S1; with ``none``, nothing."""
+    return config.case.s0 if config.kernel.prefetch == "s0_head" else 0
 
 
 def prefetched_columns(block: Block, config: Config) -> int:

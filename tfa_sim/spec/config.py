@@ -1,9 +1,10 @@
 """Run configuration, the schema: frozen dataclasses, the checks of every key's type and range, ``--set`` overrides.
 
-A config has five sections (``case``, ``tiling``, ``schedule``, ``numerics``,
-``hardware``); every key has the kernel's default.  :func:`parse_config` rejects
-unknown keys and wrong types with a one-line :class:`~tfa_sim.spec.errors.InputError`; reading a file and
-the legality rules of docs/kernel.md ("Legality") are added by :mod:`tfa_sim.spec.load`.
+A config has six sections (``case``, ``tiling``, ``schedule``, ``numerics``,
+``hardware``, ``kernel``); every key has the manual kernel's default.  :func:`parse_sections` rejects
+unknown keys and wrong types with a one-line :class:`~tfa_sim.spec.errors.InputError`; a build's own defaults
+(:mod:`tfa_sim.spec.builds`), reading a file and the legality rules of docs/kernel.md ("Legality") are added by
+:mod:`tfa_sim.spec.load`.
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import dataclasses
 import difflib
 import math
 import tomllib
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,12 +126,23 @@ class HardwareConfig:
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Which build of the kernel runs (docs/kernel.md, "Builds"): ``manual`` (kernels/manual/common/flash_atten,
-    S0/128 blocks dispatched by the hardware, S0·HEAD elements of Q, K and V prefetched into L2), ``jit`` (the
-    torch JIT build of the same source: no prefetch, consumer sync period 1) or ``dsl`` (the PTO-DSL port: a
-    persistent grid of min(units, cores) cores looping over their units, its own stage order and buffers)."""
+    """Which build of the kernel runs, and the design choices that make it (docs/kernel.md, "Builds").
+
+    ``build`` names a shipped build bundle (``manual``, ``jit``, ``dsl``: configs/builds/NAME.toml) or the path of a
+    bundle file; the bundle sets every choice below and defaults of other sections, and a key the config gives
+    itself wins (:mod:`tfa_sim.spec.builds`).  The defaults here are the manual kernel's."""
 
     build: str = "manual"
+    launch_grid: str = "blocks"  # blocks: dispatched by the hardware | persistent: min(units, cores) cores loop
+    prefetch: str = "s0_head"  # S0·HEAD elements of each of Q, K, V in the L2 before the launch | none
+    stage_order: str = "qk_pv"  # qk_pv: QK(t + preload) then PV(t), P(t + preload) then GU(t) | pv_qk: the reverse
+    pv_loads: str = "v_first"  # compute_pv: V loaded before the wait for P | p_first: P, then V
+    talloc: str = "before_store"  # a producer's FIFO allocate(): before its first store | before_load: its first load
+    accumulators: str = "running"  # L0C: a running index over the halves | fixed: one QK and one PV accumulator
+    vec_barriers: str = "macro"  # PIPE_V barriers as the macros place them | insert_sync: as ptoas inserts them
+    exp_ring: str = "fifo"  # l1_exp_max ring entries: cv_fifo_size | preload: qk_preload
+    gu_rows: str = "whole"  # compute_gu on an AIV's rows at once | slices: kTileFactor row slices
+    masks: bool = True  # the causal mask path is compiled (causal, window and mask-file cases run)
 
 
 @dataclass(frozen=True)
@@ -162,25 +173,19 @@ class Config:
         return dataclasses.asdict(self)
 
 
-_SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
-                  "numerics": NumericsConfig, "hardware": HardwareConfig, "kernel": KernelConfig}
-#: The builds of the kernel (``kernel.build``): their schedules differ only in the defaults below.
-BUILDS = ("manual", "jit", "dsl")
-#: What each build compiles in where the manual kernel's defaults differ (docs/kernel.md, "Builds"); a config
-#: that gives the key keeps its own value.  The dsl build's TILE_S1 depends on S1 (:func:`build_defaults`).
-BUILD_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {
-    "manual": {},
-    "jit": {("schedule", "cv_fifo_cons_sync_period"): 1},  # fa_kernel.cpp call_kernel: CV_FIFO_CONS_SYNC_PERIOD = 1
-    "dsl": {("schedule", "qk_preload"): 3,  # fa_builder.py: QK_PRELOAD default 3 (EXP_RING = QK_PRELOAD)
-            ("schedule", "l1_p"): 1, ("schedule", "l1_v"): 1},  # fa_builder.py: one p_recv and one v_mat tile
-}
-#: The dsl build's TILE_S1 from S1 = DSL_WIDE_S1 on (kernels/python/flash_atten run.py: 256 below, 512 from there).
-DSL_WIDE_S1 = 32768
+SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
+                 "numerics": NumericsConfig, "hardware": HardwareConfig, "kernel": KernelConfig}
+#: The values of the kernel's worded design choices (``kernel.masks`` is true or false), in the docs' order.
+KERNEL_CHOICES: dict[str, tuple[str, ...]] = {
+    "launch_grid": ("blocks", "persistent"), "prefetch": ("s0_head", "none"), "stage_order": ("qk_pv", "pv_qk"),
+    "pv_loads": ("v_first", "p_first"), "talloc": ("before_store", "before_load"),
+    "accumulators": ("running", "fixed"), "vec_barriers": ("macro", "insert_sync"), "exp_ring": ("fifo", "preload"),
+    "gu_rows": ("whole", "slices")}
 CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm"),
            ("numerics", "reference"): ("npu", "cpu_sim"),
            ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first"),
            ("hardware", "host"): ("aarch64", "x86_64", ""),  # "": the host is not known
-           ("kernel", "build"): BUILDS}
+           **{("kernel", key): values for key, values in KERNEL_CHOICES.items()}}
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).
 AUTO = {("schedule", "s1_split")}
 
@@ -264,7 +269,7 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
     return value
 
 
-def _section(section: str, cls: type, given: Any) -> Any:
+def section_of(section: str, cls: type, given: Any) -> Any:
     """One section's dataclass from its table, every key known and of the right type."""
     if not isinstance(given, dict):
         raise InputError(f"config error: [{section}] must be a table of keys, got {show(given)}")
@@ -281,55 +286,19 @@ def _section(section: str, cls: type, given: Any) -> Any:
     return cls(**given)
 
 
-def parse_config(data: dict[str, Any]) -> Config:
-    """A :class:`Config` from a nested mapping, every section and key known and of the right type (legality is
-    checked on top of this by :func:`tfa_sim.spec.load.build_config`)."""
+def parse_sections(data: dict[str, Any]) -> Config:
+    """A :class:`Config` from a nested mapping, every section and key known and of the right type, missing keys at
+    the schema's defaults (:func:`tfa_sim.spec.load.parse_config` fills in the build's first, and
+    :func:`tfa_sim.spec.load.build_config` checks legality on top)."""
     if not isinstance(data, dict):
         raise InputError("config error: the config must be a table of sections (case, tiling, …)")
     for section in data:
-        if section not in _SECTION_TYPES:
+        if section not in SECTION_TYPES:
             name = show(section)[1:-1] if isinstance(section, str) else show(section)
-            hint = suggest(section, list(_SECTION_TYPES)) if isinstance(section, str) else \
-                f"known: {', '.join(_SECTION_TYPES)}"
+            hint = suggest(section, list(SECTION_TYPES)) if isinstance(section, str) else \
+                f"known: {', '.join(SECTION_TYPES)}"
             raise InputError(f"config error: unknown section [{name}]; {hint}")
-    kernel = _section("kernel", KernelConfig, data.get("kernel", {}))
-    data = {**data, "kernel": kernel}
-    for (section, key), value in build_defaults(kernel.build, data).items():
-        if not isinstance(data.get(section, {}), dict) or key in data.get(section, {}):
-            continue  # a given value wins (a non-table section is refused below)
-        data = merge(data, section, key, value)
-    return Config(**{s: kernel if s == "kernel" else _section(s, cls, data.get(s, {}))
-                     for s, cls in _SECTION_TYPES.items()})
-
-
-def build_defaults(build: str, data: dict[str, Any]) -> dict[tuple[str, str], Any]:
-    """The values ``build`` compiles in where they differ from the schema's defaults, for the case in ``data``."""
-    defaults = dict(BUILD_DEFAULTS[build])
-    if build == "dsl":
-        case = data.get("case", {})
-        s1 = case.get("s1", CaseConfig.s1) if isinstance(case, dict) else CaseConfig.s1
-        if isinstance(s1, int) and s1 >= DSL_WIDE_S1:
-            defaults["tiling", "tile_s1"] = 512
-    return defaults
-
-
-def change_build(data: dict[str, Any], old: str, keep: Collection[tuple[str, str]] = ()) -> dict[str, Any]:
-    """``data`` (its ``kernel.build`` set already) run by that build instead of ``old``: a key holding the old
-    build's value of it (as a filled config, a saved config.toml or best.toml, writes every key) is dropped, so
-    the new build's value applies; a key in ``keep`` (set beside the build) or set to anything else stays."""
-    kernel = data.get("kernel", {})
-    build = kernel.get("build", KernelConfig.build) if isinstance(kernel, dict) else KernelConfig.build
-    if old == build or not (isinstance(old, str) and isinstance(build, str)) or \
-            not {old, build} <= set(BUILD_DEFAULTS):
-        return data  # an unknown build is refused when the config is parsed
-    was = build_defaults(old, data)
-    out = {s: dict(v) if isinstance(v, dict) else v for s, v in data.items()}
-    for section, key in {*was, *build_defaults(build, data)} - set(keep):
-        table = out.get(section)
-        fields = _SECTION_TYPES[section].__dataclass_fields__  # type: ignore[attr-defined]
-        if isinstance(table, dict) and key in table and table[key] == was.get((section, key), fields[key].default):
-            del table[key]
-    return out
+    return Config(**{s: section_of(s, cls, data.get(s, {})) for s, cls in SECTION_TYPES.items()})
 
 
 def parse_span(text: str, option: str) -> tuple[int, int] | None:

@@ -69,18 +69,19 @@ def _softcap_prefix(rows: int, cols: int) -> tuple[Group, ...]:
 
 
 def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = False,
-                  port: bool = False) -> tuple[Group, ...]:
+                  compiled: bool = False) -> tuple[Group, ...]:
     """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``); ``mask``: how the mask covers the
     slice, none | partial | full (:meth:`tfa_sim.spec.blocks.Block.coverage`); ``softcap``: the scores are capped
     first, and the exponents then take no scale (the TMULS beside the TEXP drop out).  The row state
-    (maxima, sums, ``l1_exp_max``) is a 1×rows tile.  ``port``: the dsl build's sequence, its barriers where
-    the compiler puts them (:func:`port_softmax_steps`, :func:`insert_sync`)."""
+    (maxima, sums, ``l1_exp_max``) is a 1×rows tile.  ``compiled`` (``kernel.vec_barriers = "insert_sync"``):
+    the port's ``emit_softmax`` sequence, its barriers where its compiler puts them (:func:`port_softmax_steps`,
+    :func:`insert_sync`); else the macro's, with the macro's barriers."""
     if mask == "full":  # nothing visible: x_exp = 0, exp_max = 1, the running state unchanged
         return ((VectorOp("TMULS", "scalar", rows, cols, FP16), _op("TMULS", "scalar", 1, rows)),
                 (_op("TADDS", "scalar", 1, rows),))
     prefix = (_softcap_prefix(rows, cols) if softcap else ()) + (_mask_prefix(rows, cols) if mask == "partial"
                                                                   else ())
-    if port:
+    if compiled:
         return prefix + insert_sync(port_softmax_steps(rows, cols, first, softcap))
     if softcap:
         body = compute_p_ops(rows, cols, first, "none")
@@ -180,9 +181,9 @@ def combine_factor_ops(rows: int, chunks: int) -> tuple[Group, ...]:
 class Costs:
     """Cycle costs for one hardware preset."""
 
-    def __init__(self, hw: Hardware, build: str = "manual") -> None:
+    def __init__(self, hw: Hardware, compiled_barriers: bool = False) -> None:
         self.hw = hw
-        self.port = build == "dsl"  # the PTO-DSL port: compiler-placed vector barriers (compute_p_ops)
+        self.compiled = compiled_barriers  # kernel.vec_barriers = "insert_sync" (compute_p_ops)
         self.cube = hw.cube
         self.vec = hw.vector
         self.move = hw.move
@@ -203,7 +204,7 @@ class Costs:
     def compute_p(self, rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> float:
         """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
         return self._memo(("p", rows, cols, first, mask, softcap),
-                          lambda: compute_p_ops(rows, cols, first, mask, softcap, self.port))
+                          lambda: compute_p_ops(rows, cols, first, mask, softcap, self.compiled))
 
     def compute_gu(self, rows: int, head: int, first: bool, last: bool) -> float:
         """Cycles of compute_gu's vector sequence (memoised per shape)."""

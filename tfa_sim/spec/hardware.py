@@ -84,7 +84,7 @@ class GmParams:
 @dataclass(frozen=True)
 class SyncParams:
     """Cross-core flags: cycles from the chip's sync unit (FFTS) serving a ``set_flag`` to the waiter seeing it,
-    and the cycles of the unit each message takes (all cores' messages queue for it: engine/ffts.py)."""
+    and the cycles of the unit each message takes (all cores' messages queue for it: buffers/ffts.py)."""
 
     flag_latency: float
     ffts_service: float

@@ -43,17 +43,29 @@ def _check_variants(config: Config) -> None:
              f"(0 = off; Gemma uses 50 for attention)")
     _require(not c.mask or not c.causal, "case.mask replaces the causal mask: give either --mask FILE or "
              "case.causal = true, not both (put the causal part into the mask file)")
-    if config.kernel.build == "dsl":  # kernels/python/flash_atten/kernels/fa_builder.py (docs/kernel.md, "Builds")
-        _require(not c.causal and not c.mask, "kernel.build=dsl has no mask (the PTO-DSL port builds "
-                 "CAUSAL_MASK=False only): drop case.causal/case.mask, or use kernel.build=manual")
-        _require(config.schedule.block_order == "row", f"schedule.block_order={config.schedule.block_order} orders "
-                 f"hardware-dispatched blocks; kernel.build=dsl gives each core a contiguous range of units: use "
-                 f"block_order=row or kernel.build=manual")
-        _require(config.schedule.qk_preload >= 1, "kernel.build=dsl needs schedule.qk_preload ≥ 1 (its EXP ring "
-                 "has qk_preload entries; the port builds 3 or 4)")
     n = config.numerics
     _require(n.reference != "cpu_sim" or n.exp_model == "tfa", f"numerics.exp_model={n.exp_model} chooses the npu "
              f"reference's exp; numerics.reference=cpu_sim brings CPU_SIM's own, (float)exp((double)x): drop one")
+
+
+def _check_choices(config: Config) -> None:
+    """The combinations of design choices the kernel's protocol cannot run (docs/kernel.md, "Builds"), each rule
+    written for the choice it concerns, whichever build carries it."""
+    c, s, k = config.case, config.schedule, config.kernel
+    _require(k.masks or not (c.causal or c.mask), f"kernel.masks = false (kernel.build = {k.build} compiles no mask "
+             f"path; the PTO-DSL port builds CAUSAL_MASK=False only): drop case.causal/case.mask, or set "
+             f"kernel.masks = true")
+    _require(k.launch_grid == "blocks" or s.block_order == "row", f"schedule.block_order = {s.block_order} orders "
+             f"hardware-dispatched blocks; kernel.launch_grid = persistent gives each core a contiguous range of "
+             f"units: use block_order = row, or launch_grid = blocks")
+    _require(k.stage_order == "qk_pv" or s.qk_preload >= 1, "kernel.stage_order = pv_qk issues PV(t) before "
+             "QK(t + qk_preload): with qk_preload = 0 PV(t) would wait for the P of a QK not yet issued; use "
+             "qk_preload ≥ 1, or stage_order = qk_pv")
+    _require(k.exp_ring == "fifo" or s.qk_preload >= 1, "kernel.exp_ring = preload has qk_preload entries: "
+             "qk_preload = 0 leaves it none; use qk_preload ≥ 1, or exp_ring = fifo")
+    _require(k.exp_ring == "fifo" or k.stage_order == "pv_qk", "kernel.exp_ring = preload (qk_preload entries) "
+             "needs stage_order = pv_qk: with qk_pv, compute_p(t + qk_preload) overwrites l1_exp_max[t % qk_preload] "
+             "before compute_gu(t) reads it; use exp_ring = fifo, or stage_order = pv_qk")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -78,6 +90,7 @@ def check_legal(config: Config) -> None:
     _require(c.heads % c.kv_heads == 0, f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} "
              f"(GQA groups); " + (f"use kv_heads={near}" if near else "use a kv_heads that divides heads"))
     _check_variants(config)
+    _check_choices(config)
     _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
              + _fix("tile_s1", c.s1, t.tile_s1, t.cube_s1, "case.s1", t.tile_s1))
     _require(t.cube_s1 % 16 == 0, f"tiling.cube_s1={t.cube_s1} must be a multiple of 16 (cube fractal); use 128")

@@ -1,8 +1,8 @@
 """A legal :class:`~tfa_sim.spec.config.Config` from a config file, a shipped case or a mapping.
 
-The types and values are checked by the schema (:mod:`tfa_sim.spec.config`), then the kernel's rules
-(:mod:`tfa_sim.spec.legality`, which needs the hardware preset): one :class:`InputError` line for the first
-problem, before anything runs.
+The build's settings fill the keys a config leaves out (:mod:`tfa_sim.spec.builds`), the types and values are
+checked by the schema (:mod:`tfa_sim.spec.config`), then the kernel's rules (:mod:`tfa_sim.spec.legality`, which
+needs the hardware preset): one :class:`InputError` line for the first problem, before anything runs.
 """
 from __future__ import annotations
 
@@ -11,16 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.spec.config import (
-    CONFIG_DIR,
-    Config,
-    KernelConfig,
-    change_build,
-    merge,
-    parse_config,
-    parse_override,
-    suggest,
-)
+from tfa_sim.spec.builds import change_build, with_build
+from tfa_sim.spec.config import CONFIG_DIR, Config, KernelConfig, merge, parse_override, parse_sections, suggest
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.legality import check_legal
 from tfa_sim.spec.safety import check_name, decode_text, read_bytes
@@ -28,6 +20,12 @@ from tfa_sim.spec.safety import check_name, decode_text, read_bytes
 DEFAULT_CASE = "case_float_H_128_S0_128_S1_1024"
 #: No config file is this large; a bigger one is not read.
 MAX_CONFIG_BYTES = 1 << 20
+
+
+def parse_config(data: dict[str, Any]) -> Config:
+    """A :class:`Config` from a nested mapping: the build's settings where the mapping gives none, every section
+    and key known and of the right type (no legality: :func:`build_config`)."""
+    return parse_sections(with_build(data))
 
 
 def build_config(data: dict[str, Any]) -> Config:

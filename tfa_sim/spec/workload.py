@@ -7,7 +7,6 @@ sums of it over row blocks are floor sums, computed in O(log) steps.
 """
 from __future__ import annotations
 
-from tfa_sim.spec.blocks import row_groups, split_count
 from tfa_sim.spec.config import Config
 
 #: Instruction groups per issued logical tile ≈ GROUPS_PER_SUB·kTileFactor + GROUPS_PER_TILE, plus
@@ -34,13 +33,6 @@ def floor_sum(n: int, m: int, a: int, b: int) -> int:
 def blocks(config: Config) -> int:
     c = config.case
     return c.batch * c.heads * config.blocks_per_head
-
-
-def grid(config: Config, cores: int) -> int:
-    """The first launch's Block Dim: its blocks, row blocks (:func:`tfa_sim.spec.blocks.row_groups`, GQA packing
-    included) times the S1 chunks of each, or for the dsl build's persistent grid min(those units, cores)."""
-    n = len(row_groups(config)) * split_count(config, cores)
-    return min(n, cores) if config.kernel.build == "dsl" else n
 
 
 def _capped_tiles(config: Config, rows: int, cap: int) -> int:

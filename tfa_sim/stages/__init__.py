@@ -11,7 +11,9 @@ instruction groups, each naming its pipe, the buffer slots and flags it waits
 on, its cost, the data it moves or computes (``op``, only when numerics are
 on: ``op=(…) if k.numerics else None``) with its intermediate dump, and the slots and flags
 it releases or sets when it completes (``then``).  ``run_tfa`` strings the
-calls together per unit in the kernel's order (``run_dsl`` in the PTO-DSL port's); the engine issues them.
+calls together per unit (the prologues, then the steady loop of ``kernel.stage_order``: ``order_qk_pv`` for the
+manual kernel's order, ``order_pv_qk`` for the PTO-DSL port's) and around the units as the launch grid does;
+the engine issues them.
 """
 from __future__ import annotations
 

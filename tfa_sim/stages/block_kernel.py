@@ -97,6 +97,15 @@ def matmul_panels(config: Config) -> tuple[int, int]:
     return kernel_cube_k(t.cube_s0, t.cube_s1, c.head), kernel_cube_k(t.cube_s0, c.head, t.cube_s1)
 
 
+def stage_choices(config: Config, shape: Shape) -> tuple[bool, bool, int, bool]:
+    """The design choices the stage calls read (docs/kernel.md, "Builds"): a producer's ``allocate()`` before its
+    first load (``talloc``), V loaded before the wait for P (``pv_loads``), compute_gu calls per tile
+    (``gu_rows``), L0C by the running index (``accumulators``)."""
+    k = config.kernel
+    return (k.talloc == "before_load", k.pv_loads == "v_first",
+            shape.k_tile_factor if k.gu_rows == "slices" else 1, k.accumulators == "running")
+
+
 class BlockKernel:
     """Buffers, FIFOs, pipes and data of one block on one core (see the module docstring)."""
 
@@ -110,8 +119,10 @@ class BlockKernel:
         self.ffts = core.ffts
         self._traced = stats.pools if stats.events is not None else None
         self.programs: list[tuple[Sequence[Pipe], Program]] = []  # each unit's pipes and program (run_tfa)
+        self.order: Any = None  # the module of the stage order's steady loops (run_tfa.ORDERS), set by the kernel
         self.named_lines = False  # K/V lines named relative to the pipes' line_base (a unit view: to its own)
         self.prefetched = prefetched_rows(config)  # rows of each input the host put into L2 (blocks.prefetched_rows)
+        self.talloc_first, self.v_first, self.gu_parts, self.running_acc = stage_choices(config, shape)
         if share is not None:
             self._adopt(share)
             return
@@ -131,8 +142,8 @@ class BlockKernel:
         self.ub_src = [self._pool(f"{vec_names[a]}.UB.src", s.ub_src, aiv[a].V) for a in range(LANES)]
         self.ub_x_exp = [self._pool(f"{vec_names[a]}.UB.x_exp", s.ub_x_exp, aiv[a].MTE3) for a in range(LANES)]
         # l1_exp_max_ififo[CV_FIFO_SIZE]: entry t % cv_fifo_size, written by compute_p(t), read by compute_gu(t)
-        # (the dsl build's EXP ring has qk_preload entries: docs/kernel.md, "Builds")
-        ring = max(1, s.qk_preload) if config.kernel.build == "dsl" else s.cv_fifo_size
+        # (kernel.exp_ring = "preload": the port's EXP ring of qk_preload entries, docs/kernel.md, "Builds")
+        ring = s.qk_preload if config.kernel.exp_ring == "preload" else s.cv_fifo_size
         self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", ring, (shape.half,), np.float32)
                            for a in range(LANES)]
         depth, period = s.cv_fifo_size, s.cv_fifo_cons_sync_period
@@ -158,12 +169,12 @@ class BlockKernel:
 
     def unit_view(self, block: Block, base: int) -> BlockKernel:
         """The same buffers, FIFOs and pipes for ``block``, a later unit of a persistent core whose FIFO tiles
-        are counted from ``base`` on (the dsl build: the kernel declares them once per core).  Its K/V lines
+        are counted from ``base`` on (the persistent grid declares them once per core).  Its K/V lines
         carry the block's own K/V head, since the core's units may read different heads."""
         view = BlockKernel(self.env, self.core, block, self.config, self.shape, self.costs, self.num, self.stats,
                            share=self)
         view.qk_fifo, view.p_fifo, view.pv_fifo = (FifoWindow(f, base) for f in self.fifos)
-        view.named_lines = True
+        view.named_lines, view.order = True, self.order
         return view
 
     def _adopt(self, other: BlockKernel) -> None:

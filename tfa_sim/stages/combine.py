@@ -16,7 +16,6 @@ over the chunks in order (chunk 0 … N−1), which is what the loads delivered.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -29,50 +28,15 @@ from tfa_sim.buffers.pools import HazardError, PingPong
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
-from tfa_sim.spec.blocks import Block, lane_split
+from tfa_sim.spec.blocks import CombineBlock
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
-from tfa_sim.spec.masks import Rows
+from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.units import LANES, vec_unit
 from tfa_sim.stages import COMBINE
 from tfa_sim.stages.block_kernel import Numerics, Partials
 
 STAGE = COMBINE
-
-
-@dataclass(frozen=True)
-class CombineBlock:
-    """One row block of the combine: its rows, the chunks (in order) that wrote partials for them and
-    ``tile``, the last logical tile those chunks issue (its dump is filed under it)."""
-
-    index: int
-    rows: Rows
-    chunks: tuple[int, ...]
-    tile: int
-
-    @property
-    def tile_ids(self) -> tuple[int, ...]:
-        return (self.tile,)
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.rows.pos)
-
-    def lane_rows(self, lane: int) -> tuple[int, int]:
-        return lane_split(self.n_rows, lane)
-
-
-def combine_blocks(blocks: Sequence[Block]) -> list[CombineBlock]:
-    """One combine block per row block that was split, numbered after the first launch's blocks."""
-    chunks: dict[int, list[int]] = {}
-    rows: dict[int, Rows] = {}
-    last: dict[int, int] = {}
-    for b in blocks:
-        if b.partial:
-            chunks.setdefault(b.row_block, []).append(b.chunk)
-            rows[b.row_block] = b.rows
-            last[b.row_block] = max(last.get(b.row_block, 0), b.tile_ids[-1])
-    first = max((b.index for b in blocks), default=-1) + 1
-    return [CombineBlock(first + i, rows[r], tuple(sorted(chunks[r])), last[r]) for i, r in enumerate(sorted(chunks))]
 
 
 def merge(backend: Any, scale: np.float32, o: np.ndarray, m: np.ndarray, l: np.ndarray) -> np.ndarray:
@@ -155,16 +119,16 @@ class CombineRun:
 
 
 class CombineKernel:
-    """The combine launch for the chip engine: one block per split row block, on the AIVs."""
+    """The combine launch for the chip engine: one block per split row block (``dispatch``, the geometry's
+    combine launch), on the AIVs."""
 
     name = "combine"
     stages = (STAGE,)
-    persistent = False  # one combine block per dispatch, as any hardware-dispatched launch
 
-    def __init__(self, blocks: Sequence[Block], head: int, costs: Costs, scale: np.float32,
+    def __init__(self, dispatch: Dispatch, config: Config, costs: Costs, scale: np.float32,
                  numerics: Numerics | None) -> None:
-        self.blocks: Sequence[CombineBlock] = combine_blocks(blocks)
-        self.head, self.costs, self.scale, self.numerics = head, costs, scale, numerics
+        self.dispatch, self.config = dispatch, config
+        self.head, self.costs, self.scale, self.numerics = config.case.head, costs, scale, numerics
 
     @property
     def partials(self) -> Partials:

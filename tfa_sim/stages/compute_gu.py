@@ -48,10 +48,21 @@ def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv:
     return backend.normalize(o, l2_global_sum) if last else o
 
 
+def update_tile(k: BlockKernel, lane: int, t: int, src_id: int) -> Program:
+    """GU(t) on AIV ``lane`` as ``kernel.gu_rows`` cuts it: its rows at once (``whole``), or kTileFactor row
+    slices (``slices``, the port's ``emit_gu``), each call taking the next ping-pong counter; returns (the last
+    ``TSTORE O`` after the block's last tile or None, the counter after the calls)."""
+    store = None
+    for part in range(k.gu_parts):
+        store = yield from compute_gu(k, lane, t, src_id, part, k.gu_parts)
+        src_id += 1
+    return store, src_id
+
+
 def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, parts: int = 1) -> Program:
     """GU(t) on AIV ``lane`` (``src_id``: the shared ping-pong counter), or of its row slice ``part`` of
-    ``parts`` (the dsl build updates its rows in kTileFactor slices, each loaded, updated and, after the last
-    tile, stored on its own); returns the ``TSTORE O`` after the block's last tile (else None)."""
+    ``parts`` (each loaded, updated and, after the last tile, stored on its own); returns the ``TSTORE O`` after
+    the block's last tile (else None)."""
     n, aiv, block = k.shape, k.aiv[lane], k.block
     pv = k.pv_fifo.tile(t, (lane,))
     lane0, lane_n = k.lane_rows(lane)

@@ -44,10 +44,10 @@ def softmax(backend: Backend, masked: np.ndarray | None, scale: np.float32, soft
     return tuple(backend.compute_p(x, m_prev, l_prev, scale, mask=masked, softcap=softcap, out_dtype=dtype))
 
 
-def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int, allocate_first: bool = False) -> Program:
-    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``; ``src_id``: the shared ping-pong counter.
-    ``allocate_first``: the producer's ``allocate()`` follows the QK ``wait()``, before the tile's first load,
-    as the dsl build's ``talloc`` (else before the first store)."""
+def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program:
+    """Row slice ``r`` of logical tile ``t`` on AIV ``lane``; ``src_id``: the shared ping-pong counter.  The
+    producer's ``allocate()`` comes before the tile's first store, or with ``kernel.talloc = "before_load"`` (the
+    port's ``talloc``) right after the QK ``wait()``, before the first load."""
     b, n, aiv = k.block, k.shape, k.aiv[lane]
     qk, p = k.qk_fifo.tile(t, (lane,)), k.p_fifo.tile(t, (lane,))
     first, last = r == 0, r == n.k_tile_factor - 1
@@ -60,7 +60,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int, allocate_f
     load_then: tuple[Effect, ...] = ()
     if last:  # free(): the QK tile is read; a credit when the credit rule says so
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
-    talloc = p.credits if first and allocate_first else ()  # the dsl build's talloc: the P slot's credit now
+    talloc = p.credits if first and k.talloc_first else ()  # talloc before the load: the P slot's credit now
     if first:  # wait(): the QK tile is in GM
         yield k.wait(STAGE, (*qk.ready, *talloc))
     load_cost = k.gm_move(src_bytes, "gm_to_ub", chunks=n.k_tile_factor) if nr else 0.0

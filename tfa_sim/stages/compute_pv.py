@@ -71,12 +71,13 @@ def _load_v(k: BlockKernel, t: int, s: int, v_l1: Slot, v_bytes: int, then: tupl
     return load
 
 
-def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot, v_first: bool = True) -> Program:
+def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns).
-    ``v_first``: the V load is issued before the wait for P (the manual kernel); else after the P load (the
-    dsl build's ``emit_pv_sub``), and the P tile's ``free()`` follows the last sub-tile's V load on the MTE2
-    (``push_pv``: the ``tfree`` after the sub-tile's loads)."""
+    With ``kernel.pv_loads = "v_first"`` the V load is issued before the wait for P (the manual kernel); with
+    ``p_first`` after the P load (the port's ``emit_pv_sub``), and the P tile's ``free()`` follows the last
+    sub-tile's V load on the MTE2 (``push_pv``: the ``tfree`` after the sub-tile's loads)."""
     b, n, aic = k.block, k.shape, k.aic
+    v_first = k.v_first
     p = k.p_fifo.tile(t)
     free: tuple[Effect, ...] = ()
     if s == n.k_tile_factor - 1:  # free(): the P tile is read; a credit when the credit rule says so

@@ -61,14 +61,14 @@ def load_q(k: BlockKernel) -> Program:
     return load, q_l1
 
 
-def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_index: int,
-               allocate_first: bool = False) -> Program:
+def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_index: int) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into L0C accumulator ``acc_index`` (``q_load``/``q_l1``: the
-    block's Q, from :func:`load_q`).  ``allocate_first``: the producer's ``allocate()`` comes before the
-    sub-tile's K load, as the dsl build's ``talloc`` (else after the matmul, before the store)."""
+    block's Q, from :func:`load_q`).  The producer's ``allocate()`` comes after the matmul, before the store, or
+    with ``kernel.talloc = "before_load"`` (the port's ``talloc``) before the sub-tile's K load."""
     b, n, aic = k.block, k.shape, k.aic
     rows = b.n_rows  # a short block still costs whole 16-row fractals (Costs.matmul)
     fifo = k.qk_fifo.tile(t)
+    allocate_first = k.talloc_first
     if s == 0 and allocate_first and fifo.credits:
         yield k.wait(STAGE, fifo.credits)
     last = s == n.k_tile_factor - 1

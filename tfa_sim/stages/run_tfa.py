@@ -1,30 +1,28 @@
-"""``runTFA``: the kernel's program of one block, per unit, as the kernel orders its stage calls.
+"""``runTFA``: the kernel's programs, per unit, as its design choices order them (docs/kernel.md, "Builds").
 
-The AIC loads Q, runs the QK prologue (``qk_preload`` tiles), then per logical
-tile t and sub-tile s ``compute_qk(t + qk_preload, s)`` (if that tile exists)
-followed by ``compute_pv(t, s)``; each AIV runs the P prologue, then per tile
-the row slices of ``compute_p(t + qk_preload)`` before ``compute_gu(t)``.  The
-kernel itself calls its stages per sub-tile or row slice from this loop, so
-the loops live here and each stage file holds one call (docs/kernel.md,
-"Orchestration").  Epilogues drain the credits nobody waited for; the AIVs
-signal block end, which the AIC waits for.
+A unit's program (:func:`aic_unit`, :func:`aiv_unit`): the AIC loads Q and runs the QK prologue (``qk_preload``
+tiles), each AIV the P prologue; then the steady loop of ``kernel.stage_order`` (:data:`ORDERS`: the manual
+kernel's :mod:`~tfa_sim.stages.order_qk_pv` or the port's :mod:`~tfa_sim.stages.order_pv_qk`).  What surrounds the
+units is the launch grid's (``kernel.launch_grid``, :mod:`tfa_sim.spec.geometry`):
 
-The buffers the kernel indexes by its own counters are indexed the same way
-here (docs/kernel.md, "Protocol details that change timing"):
+* ``blocks`` — one unit per dispatched block, then the block's epilogue: the AIC waits for the credits of the QK
+  and PV FIFOs nobody waited for and for both AIVs' block end (``CV_BLOCK_END``), then frees Q; each AIV drains
+  the P FIFO's credits and signals block end after its output store;
+* ``persistent`` — a core's units in one program, the FIFOs, flags and L1/L0/UB tiles declared once per core, so
+  the FIFOs count tiles across the units (:meth:`BlockKernel.unit_view`) and one unit's work runs into the
+  next's; after each unit the AIC frees its Q tile, and after the last unit each core drains the credits nobody
+  waited for (the pipes' destructors, ``TPipe::~TPipe``): the port has no block-end handshake.
 
-* L0C accumulators: one running index (``assign_running_acc_tile``) — each
-  prologue QK sub-tile takes the next accumulator; in the steady loop the QK
-  accumulator (if a next tile exists) and the PV accumulator are assigned once
-  per iteration; in the tail PV alone takes the next one;
-* each AIV's UB source tile and ``x_exp`` tile: one counter that advances once
-  per ``compute_p`` call and once per ``compute_gu`` call
-  (``p_gu_src_pingpong_id``).
-
-``qk_preload = 0`` is tfa-sim's no-preload schedule (QK(t), then PV(t)).
+The buffers the kernel indexes by its own counters are indexed the same way here (docs/kernel.md, "Protocol
+details that change timing"): the L0C accumulators as ``kernel.accumulators`` assigns them
+(:mod:`~tfa_sim.stages.accumulators`); each AIV's UB source tile and ``x_exp`` tile by one counter that advances
+once per ``compute_p`` call and once per ``compute_gu`` call (``p_gu_src_pingpong_id``), across a persistent
+core's units.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator
+from types import ModuleType
 
 import simpy
 
@@ -34,75 +32,51 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
-from tfa_sim.spec.blocks import Block, make_blocks, order_blocks, persistent_order, prefetch_signature
+from tfa_sim.spec.blocks import Block, prefetch_signature
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.costs import Costs
+from tfa_sim.spec.geometry import CoreUnits, Dispatch, launch_geometry
 from tfa_sim.spec.hardware import Hardware
 from tfa_sim.spec.masks import Mask
 from tfa_sim.spec.units import LANES
-from tfa_sim.stages import EPILOGUE, STAGES
+from tfa_sim.stages import EPILOGUE, STAGES, order_pv_qk, order_qk_pv
+from tfa_sim.stages.accumulators import Accumulators
 from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape, matmul_panels
-from tfa_sim.stages.compute_gu import compute_gu
 from tfa_sim.stages.compute_p import compute_p
-from tfa_sim.stages.compute_pv import compute_pv
 from tfa_sim.stages.compute_qk import compute_qk, load_q
-from tfa_sim.stages.run_dsl import dsl_aic_program, dsl_aiv_program
+
+#: ``kernel.stage_order`` → the module of its steady loops (``aic_steady``, ``aiv_steady``).
+ORDERS: dict[str, ModuleType] = {"qk_pv": order_qk_pv, "pv_qk": order_pv_qk}
 
 
-def aic_program(k: BlockKernel) -> Program:
-    """The AIC's issue stream for one block."""
+def aic_unit(k: BlockKernel) -> Program:
+    """The AIC's issue stream for one unit: Q, the QK prologue, the steady loop; returns Q's L1 slot."""
     tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
     q_load, q_l1 = yield from load_q(k)
-    acc = 0  # the kernel's running accumulator index
-    if preload == 0:  # tfa-sim's no-preload schedule: QK(t) then PV(t)
-        for t in range(tiles):
-            for s in range(kf):
-                yield from compute_qk(k, t, s, q_load, q_l1, acc)
-                acc += 1
-            pv_acc = k.l0c.slot(acc)
-            acc += 1
-            for s in range(kf):
-                yield from compute_pv(k, t, s, pv_acc)
-    for t in range(min(preload, tiles)):  # prologue: a fresh accumulator per QK sub-tile
+    acc = Accumulators(k.l0c, k.running_acc)
+    for t in range(min(preload, tiles)):  # prologue
         for s in range(kf):
-            yield from compute_qk(k, t, s, q_load, q_l1, acc)
-            acc += 1
-    for t in range(tiles if preload else 0):  # steady loop and tail
-        nxt = t + preload
-        qk_acc = acc
-        acc += nxt < tiles
-        pv_acc = k.l0c.slot(acc)
-        acc += 1
-        for s in range(kf):
-            if nxt < tiles:
-                yield from compute_qk(k, nxt, s, q_load, q_l1, qk_acc)
-            yield from compute_pv(k, t, s, pv_acc)
-    yield from aic_epilogue(k, q_l1)
+            yield from compute_qk(k, t, s, q_load, q_l1, acc.qk())
+    yield from k.order.aic_steady(k, q_load, q_l1, acc)
+    return q_l1
 
 
-def aiv_program(k: BlockKernel, lane: int) -> Program:
-    """AIV ``lane``'s issue stream for one block."""
+def aiv_unit(k: BlockKernel, lane: int, src: int) -> Program:
+    """AIV ``lane``'s issue stream for one unit from ping-pong counter ``src``: the P prologue, the steady loop;
+    returns (the counter after it, the unit's last ``TSTORE O``)."""
     tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
-    src = 0  # the kernel's shared source/x_exp ping-pong counter
     for t in range(min(preload, tiles)):  # prologue
         for r in range(kf):
             yield from compute_p(k, lane, t, r, src)
             src += 1
-    store = None
-    for t in range(tiles):
-        nxt = t + preload  # with preload 0: P(t) right before GU(t)
-        if nxt < tiles:
-            for r in range(kf):
-                yield from compute_p(k, lane, nxt, r, src)
-                src += 1
-        store = yield from compute_gu(k, lane, t, src)
-        src += 1
-    assert store is not None
-    yield from aiv_epilogue(k, lane, store)
+    return (yield from k.order.aiv_steady(k, lane, src))
 
 
-def aic_epilogue(k: BlockKernel, q_l1: Slot) -> Program:
-    """Wait for the credits of the QK and PV FIFOs nobody waited for and for both AIVs' block end."""
+# ---- the hardware-dispatched grid: a block per dispatch -----------------------------------------------------
+def aic_block(k: BlockKernel) -> Program:
+    """The AIC's issue stream for one block: its unit, then wait for the credits of the QK and PV FIFOs nobody
+    waited for and for both AIVs' block end, and free Q."""
+    q_l1 = yield from aic_unit(k)
     tiles = k.block.tiles
     drain = [fifo.consumed[a] for fifo in (k.fifos.qk, k.fifos.pv) for a in range(LANES)
              for _ in range(fifo.undrained_credits(tiles))]
@@ -110,8 +84,11 @@ def aic_epilogue(k: BlockKernel, q_l1: Slot) -> Program:
     yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "block end", 0.0, then=(q_l1.release,))
 
 
-def aiv_epilogue(k: BlockKernel, lane: int, store: Instr) -> Program:
-    """After the output store: drain the P FIFO's undrained credits, then signal block end."""
+def aiv_block(k: BlockKernel, lane: int) -> Program:
+    """AIV ``lane``'s issue stream for one block: its unit, then (after the output store) drain the P FIFO's
+    undrained credits and signal block end."""
+    _, store = yield from aiv_unit(k, lane, 0)
+    assert isinstance(store, Instr), "a unit has at least one tile"
     drain = [k.fifos.p.consumed[lane]] * k.fifos.p.undrained_credits(k.block.tiles)
     if drain:
         yield k.wait(EPILOGUE, drain)
@@ -119,8 +96,40 @@ def aiv_epilogue(k: BlockKernel, lane: int, store: Instr) -> Program:
                   then=(k.block_end[lane].set,))
 
 
+# ---- the persistent grid: a core's units in one program --------------------------------------------------
+def unit_views(k: BlockKernel, units: tuple[Block, ...]) -> Iterator[BlockKernel]:
+    """``k`` as each unit of the core sees it: the FIFOs count on from the tiles of the units before."""
+    base = 0
+    for block in units:
+        yield k if block is k.block else k.unit_view(block, base)
+        base += block.tiles
+
+
+def aic_core(k: BlockKernel, units: tuple[Block, ...]) -> Program:
+    """The AIC's issue stream over the core's units (each freeing its Q tile once the MTE1 has moved it for the
+    last time), then the credits its pipes drain."""
+    for view in unit_views(k, units):
+        q_l1: Slot = yield from aic_unit(view)
+        yield view.instr(view.aic.MTE1, EPILOGUE, view.block.tiles, 0, "Q tile free", 0.0, then=(q_l1.release,))
+    total = sum(b.tiles for b in units)
+    drain = [f.consumed[a] for f in (k.fifos.qk, k.fifos.pv) for a in range(LANES)
+             for _ in range(f.undrained_credits(total))]
+    if drain:
+        yield k.wait(EPILOGUE, drain)
+
+
+def aiv_core(k: BlockKernel, units: tuple[Block, ...], lane: int) -> Program:
+    """AIV ``lane``'s issue stream over the core's units, then the P credits its pipe drains."""
+    src = 0  # the UB source/x_exp ping-pong counter runs on across the units
+    for view in unit_views(k, units):
+        src, _ = yield from aiv_unit(view, lane, src)
+    drain = [k.fifos.p.consumed[lane]] * k.fifos.p.undrained_credits(sum(b.tiles for b in units))
+    if drain:
+        yield k.wait(EPILOGUE, drain)
+
+
 class TfaKernel:
-    """The TFA kernel for the chip engine: its blocks, and each block's programs on a core."""
+    """The TFA kernel for the chip engine: its launch geometry, and each dispatched item's programs on a core."""
 
     name = "tfa"
     stages = STAGES
@@ -129,7 +138,7 @@ class TfaKernel:
                  mask: Mask | None = None) -> None:
         c, t, s = config.case, config.tiling, config.schedule
         self.config, self.numerics = config, numerics
-        self.costs = Costs(hw, config.kernel.build)
+        self.costs = Costs(hw, config.kernel.vec_barriers == "insert_sync")
         l0a_half, l0b_half = hw.l0a // s.l0a, hw.l0b // s.l0b
         qk_k = cube_k(t.cube_s0, t.cube_s1, c.head, l0a_half, l0b_half)
         pv_k = cube_k(t.cube_s0, c.head, t.cube_s1, l0a_half, l0b_half)
@@ -137,34 +146,30 @@ class TfaKernel:
         self.shape = Shape(c.head, t.cube_s0, t.cube_s1, t.tile_s1, t.k_tile_factor, t.vec_s0, t.cube_s0 // 2,
                            s.qk_preload, qk_k, pv_k, softmax_scale(c.head), c.softcap, input_dtype(c.dtype),
                            *matmul_panels(config))
-        cores, build = hw.cube_cores, config.kernel.build
-        blocks = make_blocks(config, mask, cores)
-        # the dsl build: a persistent grid whose cores loop over contiguous ranges of units (run_dsl.py)
-        self.persistent = build == "dsl"
-        self.blocks: Sequence[Block] = persistent_order(blocks, cores) if self.persistent else \
-            order_blocks(blocks, s.block_order, cores)
+        self.geometry = launch_geometry(config, hw.cube_cores, mask)
+        self.dispatch: Dispatch = self.geometry.main
+        self.order = ORDERS[config.kernel.stage_order]
 
-    def template_key(self, block: Block) -> Hashable | None:
+    def template_key(self, block: Block | CoreUnits) -> Hashable | None:
         """Timing only: the block's own key (equal for blocks that issue the same program and read the same
         K/V lines); blocks some of whose inputs the host prefetched share a template with the blocks that find
         the same of theirs in the L2 (:func:`~tfa_sim.spec.blocks.prefetch_signature`); with numerics every
-        block moves its own data, so none is replayed."""
-        if self.numerics is not None or self.persistent:
+        block moves its own data, and a persistent core's units run into each other, so neither is replayed."""
+        if self.numerics is not None or not isinstance(block, Block):
             return None
         signature = prefetch_signature(block, self.config)
         return block.key if block.key is None or signature == (False, 0) else (block.key, signature)
 
-    def start(self, env: simpy.Environment, core: Core, block: Block | Sequence[Block], stats: Stats) -> BlockKernel:
-        """The block's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent kernel:
-        ``block`` is the core's units, and the programs loop over them)."""
-        units = block if isinstance(block, Sequence) else None
-        first = units[0] if units is not None else block
-        assert isinstance(first, Block)
-        k = BlockKernel(env, core, first, self.config, self.shape, self.costs, self.numerics, stats)
-        if units is not None:
+    def start(self, env: simpy.Environment, core: Core, block: Block | CoreUnits, stats: Stats) -> BlockKernel:
+        """The dispatched item's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent
+        core's :class:`~tfa_sim.spec.geometry.CoreUnits`: the programs loop over its units)."""
+        units = block.units
+        k = BlockKernel(env, core, units[0], self.config, self.shape, self.costs, self.numerics, stats)
+        k.order = self.order
+        if isinstance(block, CoreUnits):
             k.named_lines = True  # the units may read different K/V heads (the pipes keep no line base)
-            k.programs = [(core.cube, dsl_aic_program(k, units)),
-                          *((core.vec[a], dsl_aiv_program(k, units, a)) for a in range(LANES))]
+            k.programs = [(core.cube, aic_core(k, units)),
+                          *((core.vec[a], aiv_core(k, units, a)) for a in range(LANES))]
         else:
-            k.programs = [(core.cube, aic_program(k)), *((core.vec[a], aiv_program(k, a)) for a in range(LANES))]
+            k.programs = [(core.cube, aic_block(k)), *((core.vec[a], aiv_block(k, a)) for a in range(LANES))]
         return k

@@ -28,8 +28,8 @@ from tfa_sim.explore.sweep.pool import WorkerPool
 from tfa_sim.explore.sweep.results import REFERENCES, RESULTS, ResultWriter, claimed, repair_tail, scan, write_csv
 from tfa_sim.explore.sweep.schema import filled, show
 from tfa_sim.explore.sweep.spec import Sweep, load_sweep
-from tfa_sim.spec.config import parse_config
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.load import parse_config
 
 DASK_CONNECT_TIMEOUT = 5  # seconds to reach a --scheduler before giving up
 TEST_SIGNAL_ENV = "TFA_SIM_SWEEP_TEST_SIGNAL"

@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.explore.sweep.points import SHAPE_SECTIONS
+from tfa_sim.explore.sweep.points import is_shape
 from tfa_sim.explore.sweep.results import write_atomic
 from tfa_sim.explore.sweep.spec import METRICS
 
@@ -42,7 +42,7 @@ def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def split_axes(ok: list[dict[str, Any]], axes: list[str]) -> tuple[list[str], list[str]]:
     """The axes varied among ``ok`` rows: (shape axes, schedule/tiling axes), in sweep order."""
     varied = [a for a in axes if len({repr(r["overrides"].get(a)) for r in ok}) > 1]
-    shape = [a for a in varied if a.split(".")[0] in SHAPE_SECTIONS]
+    shape = [a for a in varied if is_shape(a)]
     return shape, [a for a in varied if a not in shape]
 
 

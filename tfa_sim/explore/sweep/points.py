@@ -18,9 +18,17 @@ from typing import Any
 
 from tfa_sim.explore.sweep.schema import SCHEMA
 from tfa_sim.explore.sweep.spec import Sweep
-from tfa_sim.spec.config import build_defaults, merge
+from tfa_sim.spec.builds import build_defaults
+from tfa_sim.spec.config import KernelConfig, merge
 
-SHAPE_SECTIONS = ("case", "hardware", "kernel")  # the problem, the chip and the build: a point's shape
+SHAPE_SECTIONS = ("case", "hardware")  # the problem and the chip: with the build, a point's shape
+SHAPE_KEYS = (("kernel", "build"),)  # the build; its design choices are knobs a sweep varies like the schedule's
+
+
+def is_shape(dotted: str) -> bool:
+    """Whether the config key ``section.key`` is part of a point's shape (:func:`shape_of`)."""
+    section, _, key = dotted.partition(".")
+    return section in SHAPE_SECTIONS or (section, key) in SHAPE_KEYS
 
 
 def point_key(config: dict[str, Any]) -> str:
@@ -62,27 +70,33 @@ def points(sweep: Sweep) -> list[dict[str, Any]]:
 
 
 def shape_of(full: dict[str, dict[str, Any]]) -> tuple:
-    """The problem a filled config solves: its case and hardware (everything a schedule cannot change)."""
-    return tuple((s, k, full[s][k]) for s in SHAPE_SECTIONS for k in sorted(SCHEMA[s]))
+    """The problem a filled config solves: its case, hardware and build (everything a schedule or a design choice
+    cannot change)."""
+    return tuple((s, k, full[s][k]) for s in SHAPE_SECTIONS for k in sorted(SCHEMA[s])) + tuple(
+        (s, k, full[s][k]) for s, k in SHAPE_KEYS)
 
 
 def shape_label(shape: tuple) -> str:
-    """``H128 S0=128 S1=1024 on 910b2``, plus what differs from a one-head non-causal run on all cores."""
+    """``H128 S0=128 S1=1024 on 910b2``, plus what differs from a one-head non-causal run of the manual build on
+    all cores."""
     v = {k: value for _s, k, value in shape}
     extra = (" causal" if v["causal"] else "") + (
         f" batch {v['batch']} heads {v['heads']}/{v['kv_heads']}" if (v["batch"], v["heads"]) != (1, 1) else "")
     chip = v["file"] or v["preset"]
+    build = f", kernel.build {v['build']}" if v["build"] != KernelConfig.build else ""
     return f"H{v['head']} S0={v['s0']} S1={v['s1']}{extra} on {chip}" + (f" ({v['cores']} cores)" if v["cores"]
-                                                                           else "")
+                                                                           else "") + build
 
 
 def reference_config(full: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The filled config of the reference point of ``full``'s shape: the build's default tiling and schedule
-    (docs/kernel.md, "Builds"), timing only."""
+    """The filled config of the reference point of ``full``'s shape: the build's design choices and its default
+    tiling and schedule (docs/kernel.md, "Builds"), timing only."""
     out = {s: dict(SCHEMA[s]) for s in SCHEMA}
     for section in SHAPE_SECTIONS:
         out[section] = dict(full[section])
-    for (section, key), value in build_defaults(full["kernel"]["build"], out).items():
+    for section, key in SHAPE_KEYS:
+        out[section][key] = full[section][key]
+    for (section, key), value in build_defaults(out).items():
         out[section][key] = value
     out["numerics"]["enabled"] = False
     return out

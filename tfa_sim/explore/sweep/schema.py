@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from tfa_sim.spec.config import BUILD_DEFAULTS, Config, build_defaults
+from tfa_sim.spec.builds import build_defaults
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 
 #: section → key → the kernel's default
@@ -47,9 +48,11 @@ def filled(config: Any) -> dict[str, dict[str, Any]] | None:
         if not isinstance(given, dict) or not set(given) <= set(defaults):
             return None
         out[section] = {**defaults, **given}
-    build = out["kernel"]["build"]
-    if build in BUILD_DEFAULTS:
-        for (section, key), value in build_defaults(build, config).items():
-            if key not in config.get(section, {}):
-                out[section][key] = value
+    try:
+        built = build_defaults(config)
+    except InputError:
+        return out  # an unknown build: refused when the point's config is parsed
+    for (section, key), value in built.items():
+        if key not in config.get(section, {}):
+            out[section][key] = value
     return out

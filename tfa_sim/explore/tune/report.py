@@ -29,8 +29,10 @@ ROW_KEYS = ("time_us", "time_interval_us", "launch_period_us", "launch_period_in
 
 
 def changes(full: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
-    """The schedule and tiling keys (and ``hardware.cores``) where ``full`` differs from ``reference``."""
-    out = {f"{s}.{k}": v for s in ("tiling", "schedule") for k, v in full[s].items() if reference[s][k] != v}
+    """The schedule and tiling keys, the design choices (and ``hardware.cores``) where ``full`` differs from
+    ``reference``."""
+    out = {f"{s}.{k}": v for s in ("tiling", "schedule", "kernel") for k, v in full[s].items()
+           if reference[s][k] != v}
     if full["hardware"]["cores"] != reference["hardware"]["cores"]:
         out["hardware.cores"] = full["hardware"]["cores"]
     return out

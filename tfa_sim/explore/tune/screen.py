@@ -9,12 +9,13 @@ of the fill, and every pipe's busy cycles per tile (the screen's bound pipe).  A
 hits a hazard marks the candidate ``schedule_error`` with the diagnosis.
 
 What a block issues depends only on the tiling, the schedule's program knobs (preload, FIFO depth and
-period, buffer counts), its rows, whether it is a split-S1 chunk and, for a mask, which tiles and
-sub-tiles it sees; so probes are cached under that key (:func:`probe_key`), and the knobs that only change
-the block list — ``block_order``, ``s1_split``, ``gqa_pack``, ``hardware.cores`` — cost no new probe.
+period, buffer counts), the kernel's design choices (``kernel.*``), its rows, whether it is a split-S1 chunk
+and, for a mask, which tiles and sub-tiles it sees; so probes are cached under that key (:func:`probe_key`),
+and the knobs that only change the block list — ``block_order``, ``s1_split``, ``gqa_pack``,
+``hardware.cores`` — cost no new probe.
 
-The **launch estimate** uses the candidate's real block list (``make_blocks``, ``order_blocks`` or, for the
-dsl build's persistent grid, ``persistent_order``: the blocks each core runs, in dispatch order).  Core c
+The **launch estimate** uses the candidate's real launch (:func:`~tfa_sim.spec.geometry.launch_geometry`: the
+blocks each core runs, in dispatch order, in either launch grid).  Core c
 starts ``c · core_stagger`` cycles in and has the work Σ over its blocks of fill + tiles · per_tile (cycles at
 full speed), the bytes Σ fill bytes + tiles · bytes per tile and likewise the cross-core flag messages.  The
 cores share the chip's L2 and HBM as the engine shares them, in proportion to what they ask for once together
@@ -39,13 +40,14 @@ import numpy as np
 
 from tfa_sim.engine.chip import SimResult
 from tfa_sim.sim.fold import sample_blocks
-from tfa_sim.spec.blocks import Block, config_mask, make_blocks, order_blocks, persistent_order
+from tfa_sim.spec.blocks import Block, config_mask
 from tfa_sim.spec.config import CaseConfig, Config
 from tfa_sim.spec.errors import ScheduleError
+from tfa_sim.spec.geometry import Dispatch, Geometry, launch_geometry
 from tfa_sim.spec.hardware import Hardware, load_hardware
 from tfa_sim.spec.masks import Mask
 from tfa_sim.spec.units import pipe_kind
-from tfa_sim.stages.combine import CombineKernel, combine_blocks
+from tfa_sim.stages.combine import CombineKernel
 from tfa_sim.stages.run_tfa import TfaKernel
 
 #: Steady tiles of the short and the long probe cut after the ``qk_preload`` tiles of the prologue.
@@ -65,7 +67,7 @@ class Probe:
     tile_bytes: float = 0.0
     fill_hbm: float = 0.0
     tile_hbm: float = 0.0
-    fill_sync: float = 0.0  # cross-core flag messages (engine/ffts.py)
+    fill_sync: float = 0.0  # cross-core flag messages (buffers/ffts.py)
     tile_sync: float = 0.0
     busy: tuple[tuple[str, float], ...] = ()
     error: str | None = None
@@ -90,10 +92,11 @@ def probe_cuts(tiles: int, qk_preload: int, period: int = 1) -> tuple[int, ...]:
 
 
 def program_knobs(config: Config) -> tuple:
-    """What a block's program depends on besides the block: the tiling and the schedule's program knobs."""
+    """What a block's program depends on besides the block: the tiling, the schedule's program knobs and the
+    kernel's design choices."""
     t, s = config.tiling, config.schedule
-    return (t.cube_s0, t.cube_s1, t.tile_s1,
-            *(v for k, v in sorted(vars(s).items()) if k not in LAYOUT_KEYS))
+    return (t.cube_s0, t.cube_s1, t.tile_s1, *(v for k, v in sorted(vars(s).items()) if k not in LAYOUT_KEYS),
+            *(v for k, v in sorted(vars(config.kernel).items()) if k != "build"))
 
 
 def block_class(block: Block) -> tuple:
@@ -112,9 +115,10 @@ def probe_key(config: Config, block: Block) -> Hashable:
 
 def probe_config(config: Config) -> Config:
     """``config`` on a one-tile problem: the kernel object whose programs a probe runs (its own block list
-    is never used; a program reads only the tiling, the schedule and the case's head, softcap and dtype, and
-    under the manual build which inputs the host prefetched: the probe's one-row case prefetches none, so the
-    screen reads every K/V tile from HBM once per K/V head and leaves the prefetch to the simulations)."""
+    is never used; a program reads only the tiling, the schedule, the design choices and the case's head,
+    softcap and dtype, and with ``kernel.prefetch = "s0_head"`` which inputs the host prefetched: the probe's
+    one-row case prefetches none, so the screen reads every K/V tile from HBM once per K/V head and leaves the
+    prefetch to the simulations)."""
     c = config.case
     case = CaseConfig(name="probe", head=c.head, softcap=c.softcap, dtype=c.dtype, s0=1, s1=config.tiling.tile_s1)
     return dataclasses.replace(config, case=case, schedule=dataclasses.replace(config.schedule, s1_split=1,
@@ -149,10 +153,10 @@ def run_probe(config: Config, hw: Hardware, block: Block) -> Probe:
                  tile_hbm=slope[2], fill_sync=fill[3], tile_sync=slope[3], busy=tuple(sorted(busy.items())))
 
 
-def combine_probe(blocks: Sequence[Block], config: Config, hw: Hardware, rows: int, chunks: int) -> Probe:
+def combine_probe(combine: Dispatch, config: Config, hw: Hardware, rows: int, chunks: int) -> Probe:
     """One combine block of ``rows`` rows over ``chunks`` chunks, whole (dispatch included)."""
-    kernel = CombineKernel(blocks, config.case.head, TfaKernel(probe_config(config), hw).costs, np.float32(1), None)
-    block = next(b for b in kernel.blocks if (b.n_rows, len(b.chunks)) == (rows, chunks))
+    kernel = CombineKernel(combine, config, TfaKernel(probe_config(config), hw).costs, np.float32(1), None)
+    block = next(b for b in combine.order if (b.n_rows, len(b.chunks)) == (rows, chunks))
     try:
         (cycles, gm, hbm, sync), busy = _figures(sample_blocks(kernel, hw, [block]))
     except ScheduleError as exc:
@@ -172,17 +176,15 @@ class Layout:
     tiles: np.ndarray  # [cores, classes]
     kv_tiles: int  # distinct (batch, K/V head, tile) the launch reads
     combine: list[tuple[int, int]]  # per combine block (rows, chunks), in dispatch order
-    blocks: Sequence[Block]
+    combine_cores: int
+    geometry: Geometry
     fingerprint: Hashable
 
 
 def make_layout(config: Config, hw: Hardware, mask: Mask) -> Layout:
     """The :class:`Layout` of ``config`` on ``hw`` (the cores it uses: ``hardware.cores`` applied)."""
-    cores = hw.cube_cores
-    made = make_blocks(config, mask, cores)
-    blocks = persistent_order(made, cores) if config.kernel.build == "dsl" else \
-        order_blocks(made, config.schedule.block_order, cores)
-    n = min(cores, len(blocks))
+    geometry = launch_geometry(config, hw.cube_cores, mask)
+    blocks, n = geometry.blocks, geometry.main.cores
     classes: list[tuple] = []
     rep: list[Block] = []
     counts, tiles = np.zeros((n, 0)), np.zeros((n, 0))
@@ -198,10 +200,12 @@ def make_layout(config: Config, hw: Hardware, mask: Mask) -> Layout:
         counts[i % n, k] += 1
         tiles[i % n, k] += b.tiles
     kv = len({(b.line_base, t) for b in blocks for t in b.tile_ids})
-    split = [(b.n_rows, len(b.chunks)) for b in combine_blocks(blocks)]
-    fingerprint = (n, min(hw.cube_cores, len(split)), tuple(
+    combine = geometry.combine
+    split = [(b.n_rows, len(b.chunks)) for b in combine.order] if combine else []
+    fingerprint = (n, combine.cores if combine else 0, geometry.main.persistent, tuple(
         (b.index, b.tile_ids, b.active, b.chunks, b.rows.heads.tobytes(), b.rows.pos.tobytes()) for b in blocks))
-    return Layout(n, classes, rep, counts, tiles, kv, split, blocks, hash(fingerprint))
+    return Layout(n, classes, rep, counts, tiles, kv, split, combine.cores if combine else 0, geometry,
+                  hash(fingerprint))
 
 
 def fluid_end(start: np.ndarray, work: np.ndarray, demand: list[tuple[np.ndarray, float]]) -> np.ndarray:
@@ -256,7 +260,7 @@ def estimate_combine(layout: Layout, probes: dict[tuple[int, int], Probe], hw: H
     """Cycles of the combine launch (0 without one): its blocks round-robin, each its probed time."""
     if not layout.combine:
         return 0.0
-    n = min(hw.cube_cores, len(layout.combine))
+    n = layout.combine_cores
     ends = [c * hw.overhead.core_stagger + sum(probes[key].fill for key in layout.combine[c::n]) for c in range(n)]
     return max(ends)
 
@@ -279,7 +283,8 @@ class Screen:
 
     def layout(self, config: Config) -> Layout:
         t, s = config.tiling, config.schedule
-        key = (t.cube_s0, t.cube_s1, t.tile_s1, s.s1_split, s.gqa_pack, s.block_order, config.hardware.cores)
+        key = (t.cube_s0, t.cube_s1, t.tile_s1, s.s1_split, s.gqa_pack, s.block_order, config.hardware.cores,
+               config.kernel.launch_grid)
         if key not in self.layouts:
             self.layouts[key] = make_layout(config, self.hw(config), self.mask)
         return self.layouts[key]
@@ -295,7 +300,8 @@ class Screen:
         for rows, chunks in set(layout.combine):
             key = (config.case.head, config.case.dtype, rows, chunks)
             if key not in self.combines:
-                self.combines[key] = combine_probe(layout.blocks, config, self.hw(config), rows, chunks)
+                assert layout.geometry.combine is not None, "a layout with combine blocks has a combine launch"
+                self.combines[key] = combine_probe(layout.geometry.combine, config, self.hw(config), rows, chunks)
             out[rows, chunks] = self.combines[key]
         return out
 

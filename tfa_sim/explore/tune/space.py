@@ -4,8 +4,9 @@ A space is a sweep file's ``[base]``, ``[axes]`` and ``[sweep]`` (constraints, m
 point_timeout), read by the sweep's own parser (:func:`tfa_sim.explore.sweep.spec.load_sweep`: the same
 checks and one-line messages), merged over the config the user gave (CONFIG / ``--case`` / ``--set`` /
 ``--hw``): ``[base]`` sets keys on top of it, the axes vary over it.  A tune answers one case, so the axes
-may name only schedule and tiling knobs and ``hardware.cores``; the case, the chip, the host and the
-numerics are the problem, set by the config or ``[base]``.  The tuner works timing-only: the points are
+may name only schedule and tiling knobs, the kernel's design choices (``kernel.*`` but ``kernel.build``: a
+build's variants, docs/kernel.md "Builds") and ``hardware.cores``; the case, the chip, the host, the build and
+the numerics are the problem, set by the config or ``[base]``.  The tuner works timing-only: the points are
 timing-only runs, ``[sweep] numerics = true`` and ``fold = true`` are refused (the finalists are full
 simulations), and the metric is one of the times (``time_us``, ``launch_period_us``, ``host_sync_us``,
 ``total_cycles``).
@@ -17,7 +18,8 @@ of two dividing S1), ``tiling.cube_s1`` 64, 128, ``tiling.cube_s0`` 64, 128, 256
 mask file) ``schedule.block_order``; when the case's blocks leave a quarter or more of the core-time of
 their waves idle, ``schedule.s1_split`` 1, 2, 3, 4, 6, 8, 12, 24, "auto" (at most one chunk per 128 keys);
 with GQA (heads > kv_heads) and S0 below the largest CUBE_S0, ``schedule.gqa_pack``.  The buffer counts and
-``cv_fifo_size`` stay at the config's values (the kernel's unless set): give a ``--space`` file to sweep them.
+``cv_fifo_size`` and the design choices stay at the config's values (its build's unless set): give a
+``--space`` file to search them.
 
 Legality (:func:`legal_candidates`) builds every point's config: an illegal point is recorded with the
 rule's message, a point a constraint rejects as ``excluded``.  With none left the tune stops with one line
@@ -39,9 +41,9 @@ from tfa_sim.explore.sweep.execute import check_constraints
 from tfa_sim.explore.sweep.points import indices, point_at, point_key, reference_config
 from tfa_sim.explore.sweep.schema import filled
 from tfa_sim.explore.sweep.spec import Sweep, load_sweep
-from tfa_sim.spec.config import Config, parse_config
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.load import build_config
+from tfa_sim.spec.load import build_config, parse_config
 
 #: Metrics the tuner minimises (each a time: the screen estimates them all).
 METRICS = ("time_us", "launch_period_us", "host_sync_us", "total_cycles")
@@ -96,7 +98,8 @@ class Candidate:
 
 def _tunable(key: str) -> bool:
     section = key.partition(".")[0]
-    return section in ("tiling", "schedule") or key == "hardware.cores"
+    return section in ("tiling", "schedule") or key == "hardware.cores" or (section == "kernel" and
+                                                                             key != "kernel.build")
 
 
 def load_space(config: Config, source: str | Path | Mapping[str, Any] | None) -> Space:

@@ -25,9 +25,9 @@ from tfa_sim.explore.tune.search import Search
 from tfa_sim.explore.tune.space import Candidate, Space, legal_candidates, load_space, no_legal_candidate
 from tfa_sim.rundir.directory import RunDir, atomic_write
 from tfa_sim.rundir.outputs import new_run_dir
-from tfa_sim.spec.config import Config, parse_config
+from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError, ScheduleError
-from tfa_sim.spec.load import build_config
+from tfa_sim.spec.load import build_config, parse_config
 
 SPACE_RECORD, TUNE_JSON, BEST, REPORT, LANDSCAPE = "space.json", "tune.json", "best.toml", "report.txt", "landscape.png"
 FILES = (SPACE_RECORD, RESULTS, TUNE_JSON, BEST, REPORT, LANDSCAPE)

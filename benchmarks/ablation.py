@@ -1,0 +1,109 @@
+"""What each design choice is worth: each of the PTO-DSL port's settings carried alone onto the manual build, and
+each of the manual build's onto the port, at 4096², 32768² and 131072² (one head, 910b2, timing only).
+
+Run: ``python benchmarks/ablation.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 4 minutes).  A
+setting is a ``[kernel]`` design choice or a section default where the two bundles differ (configs/builds/
+manual.toml, dsl.toml; a key one bundle leaves out has the schema's default there).  Each cell is the change of the
+kernel time from the build as built (its time and 90 % interval, ``tfa-sim run``'s ``time_interval_us``, head the
+columns), **bold** where the changed time lies outside that interval: a change inside it is smaller than the model's
+stated error.  Launches from S = 32768 on are folded (``--fold``: bench_fold.py measures the fold within 0.2 % of
+full runs there); 4096² runs in full.  A setting legality refuses on its own says so, with the rule's words.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import tfa_sim
+from tfa_sim.spec.builds import load_bundle
+from tfa_sim.spec.config import SECTION_TYPES
+from tfa_sim.spec.errors import InputError
+
+SHAPES = (4096, 32768, 131072)
+FOLD_FROM = 32768
+
+
+def differing(source: str, target: str, s1: int) -> list[tuple[str, Any]]:
+    """(section.key, source's value) of every setting where the two builds differ for S1 = ``s1``."""
+    a, b = load_bundle(source).defaults(s1), load_bundle(target).defaults(s1)
+
+    def value(settings: dict, section: str, key: str) -> Any:
+        return settings.get((section, key), getattr(SECTION_TYPES[section](), key))
+
+    order = [*(k for k in a if k[0] == "kernel"), *sorted(k for k in {*a, *b} if k[0] != "kernel")]
+    keys = list(dict.fromkeys([*order, *(k for k in b if k[0] == "kernel")]))
+    return [(f"{s}.{k}", value(a, s, k)) for s, k in keys if value(a, s, k) != value(b, s, k)]
+
+
+def run(build: str, s: int, change: dict[str, Any]) -> dict[str, Any]:
+    """One timing-only run's kernel time and interval, or the refusal."""
+    overrides = {"kernel.build": build, "case.s0": s, "case.s1": s, "numerics.enabled": False, **change}
+    try:
+        summary = tfa_sim.run(overrides=overrides, hw="910b2", event_log=False, fold=s >= FOLD_FROM).summary
+    except InputError as exc:
+        return {"refused": str(exc).removeprefix("illegal config: ")}
+    return {"time_us": summary["time_us"], "interval": summary["time_interval_us"]}
+
+
+def shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def column(source: str, target: str, s: int, key: str, base: dict[str, Any], notes: dict[str, str]) -> str:
+    """One cell: ``source``'s value of ``key`` carried alone onto ``target`` at S = ``s``: the change of the kernel
+    time, **bold** outside the 90 % interval of ``target`` as built; (same) where the builds agree there."""
+    carried = dict(differing(source, target, s))
+    if key not in carried:
+        return "(same)"
+    got = run(target, s, {key: carried[key]})
+    if "refused" in got:
+        notes[f"`{key} = {shown(carried[key])}` on {target}"] = got["refused"]
+        return "refused¹"
+    change = f"{got['time_us'] / base['time_us'] - 1:+.1%}"
+    low, high = base["interval"]
+    return change if low <= got["time_us"] <= high else f"**{change}**"
+
+
+def table(shapes: tuple[int, ...]) -> list[str]:
+    """The Markdown table: a row per setting where manual and dsl differ (manual's value ↔ dsl's), the port's value
+    carried onto the manual build in the first columns, the manual's onto the port in the last."""
+    base = {(b, s): run(b, s, {}) for b in ("manual", "dsl") for s in shapes}
+    sizes = " | ".join(f"{s}²" for s in shapes)
+    lines = [f"| setting: manual ↔ dsl | dsl's onto manual: {sizes} | manual's onto dsl: {sizes} |",
+             "|---|" + "---|" * 2 * len(shapes),
+             "| as built: µs (90 % interval) | " + " | ".join(
+                 f"{base[b, s]['time_us']:.1f} ({base[b, s]['interval'][0]:.1f}–{base[b, s]['interval'][1]:.1f})"
+                 for b in ("manual", "dsl") for s in shapes) + " |"]
+    notes: dict[str, str] = {}
+    keys = dict.fromkeys(k for s in shapes for k, _ in differing("dsl", "manual", s))
+    for key in keys:
+        values = {b: dict(differing(b, "dsl" if b == "manual" else "manual", max(shapes))).get(key) for b in
+                  ("manual", "dsl")}
+        cells = [column("dsl", "manual", s, key, base["manual", s], notes) for s in shapes] + \
+            [column("manual", "dsl", s, key, base["dsl", s], notes) for s in shapes]
+        lines.append(f"| `{key}`: {shown(values['manual'])} ↔ {shown(values['dsl'])} | " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
+    return [*lines, "", *(f"¹ {what}: {note}" for what, note in notes.items())]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", type=int, nargs="+", default=list(SHAPES), help="S0 = S1 of each column")
+    p.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    args = p.parse_args()
+    started = time.monotonic()
+    shapes = tuple(args.shapes)
+    lines = table(shapes)
+    text = "\n".join(lines)
+    print(text)
+    print(f"({time.monotonic() - started:.0f} s)")
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
