@@ -189,7 +189,7 @@ def launch_spread(task_us: list[float]) -> dict[str, Any]:
 def notes(report: dict[str, Any]) -> list[str]:
     """What the reading leaves to say: the launches read and their spread, what could not be checked or
     compared and why, which layout was read where a directory held several, the rows skipped."""
-    out = [launches_note(report)]
+    out = [launches_note(report)] if report["launches"] > 1 else []
     if report["block_dim"] is None:
         out.append("Block Dim: not in the profile (torch_npu's Level0 writes none), so the launch's blocks were not "
                    "checked against the config")
@@ -207,12 +207,10 @@ def notes(report: dict[str, Any]) -> list[str]:
 
 
 def launches_note(report: dict[str, Any]) -> str:
-    """How many launches were read, which is compared, and their spread."""
+    """How many launches were read (several), which is compared, and their spread."""
     n, name = report["launches"], report["op_name"]
     spread = (f"min {report['task_min_us']:.2f}, median {report['task_median_us']:.2f}, max "
               f"{report['task_max_us']:.2f} µs")
-    if n == 1:
-        return f"launches: the one launch of {name} read"
     if report["launch"] is not None:
         return (f"launches: launch {report['launch']} of the {n} of {name} compared (--launch, 0-based in "
                 f"start-time order); all {n}: {spread}")
