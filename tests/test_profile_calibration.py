@@ -105,6 +105,14 @@ def test_torch_npu_profiles_make_the_points_of_the_same_launches():
     assert (profiled[0].board.launch, profiled[0].board.launch_task_us) == (1, [15.612, 15.43, 15.288])
 
 
+def test_a_csv_list_takes_launch_as_a_column(tmp_path):
+    listing = tmp_path / "list.csv"
+    listing.write_text(f"dir,kernel,launch,set\n{CALIBRATION}/torch_npu/b1_s1024_ascend_pt,jit,1,case.s0=128 "
+                       f"case.s1=1024 schedule.cv_fifo_cons_sync_period=1\n")
+    points, profiled = calibration_points([], [], None, str(listing))
+    assert points == load_points(CALIBRATION / "points.csv")[:1] and profiled[0].board.launch == 1
+
+
 def test_a_database_in_the_list_makes_the_point_of_its_launch(tmp_path):
     write_database(tmp_path / "msprof_1.db", next((CALIBRATION / "b1_s2048").rglob("op_summary_*.csv")))
     listing = tmp_path / "list.toml"
