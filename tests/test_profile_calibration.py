@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_hostile_cli import tfa
+from msprof_db import write_database
+from test_hostile_cli import assert_refused, tfa
 from test_profile_reader import DATA
 
 from tfa_sim.explore.points import load_points
@@ -93,4 +94,70 @@ def test_a_bad_list_is_one_line_exit_2_and_nothing_written(tmp_path, case):
     out = tfa("calibrate", "--profiles", str(listing_with(tmp_path, text)), *extra, "--out", str(tmp_path / "out"),
               cwd=tmp_path)
     assert out.code == 2 and len(out.err.splitlines()) == 1 and says in out.err, out.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["list.toml"]
+
+def test_torch_npu_profiles_make_the_points_of_the_same_launches():
+    """profiles_torch_npu.toml names torch_npu's kernel_details.csv (one of three launches picked with launch = 1)
+    where profiles.toml names msprof op directories: the same points."""
+    points, profiled = calibration_points([], [], None, str(CALIBRATION / "profiles_torch_npu.toml"))
+    assert points == load_points(CALIBRATION / "points.csv")
+    assert [p.board.layout for p in profiled] == ["kernel_details", "op summary", "kernel_details"]
+    assert (profiled[0].board.launch, profiled[0].board.launch_task_us) == (1, [15.612, 15.43, 15.288])
+
+
+def test_a_csv_list_takes_launch_as_a_column(tmp_path):
+    listing = tmp_path / "list.csv"
+    listing.write_text(f"dir,kernel,launch,set\n{CALIBRATION}/torch_npu/b1_s1024_ascend_pt,jit,1,case.s0=128 "
+                       f"case.s1=1024 schedule.cv_fifo_cons_sync_period=1\n")
+    points, profiled = calibration_points([], [], None, str(listing))
+    assert points == load_points(CALIBRATION / "points.csv")[:1] and profiled[0].board.launch == 1
+
+
+def test_a_database_in_the_list_makes_the_point_of_its_launch(tmp_path):
+    write_database(tmp_path / "msprof_1.db", next((CALIBRATION / "b1_s2048").rglob("op_summary_*.csv")))
+    listing = tmp_path / "list.toml"
+    listing.write_text('[[profile]]\ndir = "msprof_1.db"\nkernel = "jit"\nop = "runTFA"\n'
+                       'set = { "case.s0" = 128, "case.s1" = 2048, "schedule.cv_fifo_cons_sync_period" = 1 }\n')
+    points, profiled = calibration_points([], [], None, str(listing))
+    assert points == load_points(CALIBRATION / "points.csv")[1:2] and profiled[0].board.layout == "database"
+
+
+def test_a_fit_from_torch_npu_profiles_is_the_fit_from_the_same_rows(tmp_path):
+    """Two torch_npu profiles of profiles_torch_npu.toml (its entries 1 and 3) against points.csv's rows 1 and 3."""
+    entries = (CALIBRATION / "profiles_torch_npu.toml").read_text().split("[[profile]]")
+    listing, points = tmp_path / "torch.toml", tmp_path / "rows.csv"
+    listing.write_text("".join("[[profile]]" + entries[n].replace('dir = "', f'dir = "{CALIBRATION}/') for n in (1, 3)))
+    rows = (CALIBRATION / "points.csv").read_text().splitlines()
+    points.write_text("\n".join([rows[1], rows[2], rows[4]]) + "\n")
+    runs = {out: tfa("calibrate", option, str(path), "--out", str(tmp_path / out), cwd=tmp_path)
+            for out, option, path in (("torch", "--profiles", listing), ("rows", "--points", points))}
+    assert [r.code for r in runs.values()] == [0, 0], [r.err for r in runs.values()]
+    fits = [json.loads((tmp_path / out / "calibration.json").read_text()) for out in runs]
+    values, predicted = ([[(r["param"], r["value"]) for r in f["parameters"]] for f in fits],
+                         [[p["predicted_us"] for p in f["points"]] for f in fits])
+    assert values[0] == values[1] and predicted[0] == predicted[1]
+    by_profiles = runs["torch"]
+    assert "(910b2 jit task S0=128 S1=1024, task 15.430 µs, launch 1 of 3, model" in by_profiles.out
+    assert "(910b2 jit task S0=512 S1=1024, task 14.833 µs, 1 launch, model" in by_profiles.out
+
+
+LEVEL0 = DATA / "real" / "msinsight_level0" / "rank0_ascend_pt"
+#: A bad ``launch`` key or a profile a point cannot come from, and what the one line says.
+BAD_LAUNCH = {
+    "launch not a number": (ENTRY + 'launch = "first"\n', "launch = 'first' must be a launch's number, 0 or more"),
+    "a negative launch": (ENTRY + "launch = -1\n", "launch = -1 must be a launch's number"),
+    "a launch the profile lacks": (ENTRY + "launch = 1\n", "--launch 1: profile", "holds 1 launch of runTFA, "
+                                                                                   "numbered 0 … 0"),
+    "a Level0 profile": (f'[[profile]]\ndir = "{LEVEL0}"\nkernel = "jit"\nop = "Conv2D4"\n',
+                         "has no Block Dim (torch_npu's Level0 writes none), so it cannot be checked as the config's "
+                         "launch: collect with profiler_level Level1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LAUNCH))
+def test_a_bad_launch_or_a_profile_without_blocks_is_one_line_exit_2(tmp_path, case):
+    text, *says = BAD_LAUNCH[case]
+    out = tfa("calibrate", "--profiles", str(listing_with(tmp_path, text)), "--out", str(tmp_path / "out"),
+              cwd=tmp_path)
+    assert_refused(out, *says)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["list.toml"]

@@ -169,7 +169,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tfa_sim.views.profile import PROFILE_FILES, format_profile
 
     result = profile(args.profile, args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw,
-                     op=args.op, out=args.out or True)
+                     op=args.op, launch=args.launch, out=args.out or True)
     print(format_profile(result.report))
     print(f"  wrote {result.out_dir}/ ({', '.join(PROFILE_FILES)})")
     return 0
@@ -365,11 +365,14 @@ def _run_parsers(sub: Any) -> None:
 
 def _profile_parser(sub: Any) -> None:
     """``profile``."""
-    p = sub.add_parser("profile", help="a board's msprof profile beside the model, pipe by pipe (README \"Profiles\")")
+    p = sub.add_parser("profile", help="a board's profile beside the model, pipe by pipe (README \"Profiles\")")
     p.add_argument("profile", metavar="DIR", help="the OPPROF_… directory of msprof op, the PROF_… directory of "
-                   "msprof --application, or its op_summary_*.csv")
+                   "msprof --application (or its op_summary_*.csv), a torch_npu …_ascend_pt directory (or its "
+                   "kernel_details.csv), or a msprof_*.db or ascend_pytorch_profiler_*.db (docs/profiles.md)")
     _config_args(p, backend=False)
     p.add_argument("--op", help="the operator (Op Name, or the start of it) where the profile holds several")
+    p.add_argument("--launch", type=int, metavar="N", help="compare launch N of the operator alone, 0-based in "
+                   "start-time order (0 = the first); default: the mean of every launch, their spread shown")
     p.add_argument("--out", help="output directory (default: a new runs/profile-<case>-<time>)")
     p.set_defaults(func=cmd_profile)
 
@@ -445,8 +448,8 @@ def _calibrate_parser(sub: Any) -> None:
     p.add_argument("--points", action="append", default=[], metavar="FILE",
                    help="CSV of measured points, repeatable (default: the shipped sets unless --profiles is given; "
                    "docs/calibration.md)")
-    p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming msprof profile directories and the config "
-                   "each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
+    p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming board profiles (msprof, torch_npu) and the "
+                   "config each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
     p.add_argument("--kernel", choices=SHIPPED, help="fit only the points of this build (manual, jit, dsl)")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")

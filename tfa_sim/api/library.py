@@ -211,10 +211,12 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
 
 def profile(path: str | Path, config: Config | str | Path | None = None, *, case: str | None = None,
             overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, op: str | None = None,
-            out: str | Path | bool | None = None) -> ProfileResult:
-    """``tfa-sim profile``: a board's msprof profile of the kernel beside the model's run of the config (README
-    "Profiles").  ``path``: the directory ``msprof op`` wrote, the ``PROF_…`` directory of ``msprof
-    --application`` or its op summary CSV; ``op``: the operator's name where the profile holds several.  The config
+            launch: int | None = None, out: str | Path | bool | None = None) -> ProfileResult:
+    """``tfa-sim profile``: a board's profile of the kernel beside the model's run of the config (README
+    "Profiles", docs/profiles.md).  ``path``: the directory ``msprof op`` wrote, the ``PROF_…`` directory of ``msprof
+    --application`` or its op summary CSV, a torch_npu ``…_ascend_pt`` directory or its kernel_details.csv, a
+    ``msprof_*.db`` or ``ascend_pytorch_profiler_*.db``; ``op``: the operator's name where the profile holds several;
+    ``launch``: compare that launch of it alone (0-based, in start-time order; default: the mean of all).  The config
     is ``config`` (a :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config`
     takes them; it runs timing only.  ``out``: the directory to write (True: a new ``runs/profile-<case>-<time>``);
     without it nothing is written.  Every check runs before anything is written."""
@@ -224,7 +226,7 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     from tfa_sim.views.analysis import bubbles
     from tfa_sim.views.profile import check_clock, check_launch, compare
 
-    board = read_profile(check_path(path, "profile"), op)
+    board = read_profile(check_path(path, "profile"), op, launch=launch)
     timing_only = {**(overrides or {}), "numerics.enabled": False, "numerics.intermediate_check": False}
     run_config = chosen(config, case, timing_only, hw)
     hardware = load_hardware(run_config.hardware)

@@ -2,14 +2,14 @@
 points").
 
 LIST is a TOML file of ``[[profile]]`` tables or a CSV with the same keys as columns: ``dir`` (the profile, as
-``tfa-sim profile`` takes it; relative to LIST), ``kernel`` (the build that ran: manual, jit or dsl), the config
-it ran —
-``config`` (a file, relative to LIST) or ``case`` (a shipped case), ``set`` (``section.key`` values; in a CSV
-``section.key=value`` words) and ``hw`` (a shipped preset's name) — and ``op`` where the profile holds several
-operators.  Each becomes a :class:`~tfa_sim.explore.points.Point` of timing ``task`` (msprof's Task Duration:
-the model's kernel time), checked as ``tfa-sim profile`` checks it (Block Dim, the clock, the chip).  The per-pipe
-busy times are no fit target: after the fit, each profile's board/model ratio per pipe at the fitted values is
-reported beside it (:func:`pipes_beside`).
+``tfa-sim profile`` takes it: msprof's or torch_npu's; relative to LIST), ``kernel`` (the build that ran: manual, jit
+or dsl), the config it ran — ``config`` (a file, relative to LIST) or ``case`` (a shipped case), ``set``
+(``section.key`` values; in a CSV ``section.key=value`` words) and ``hw`` (a shipped preset's name) — ``op`` where
+the profile holds several operators and ``launch`` (0-based) to take one of its launches rather than their mean.
+Each becomes a :class:`~tfa_sim.explore.points.Point` of timing ``task`` (the board's task duration: the model's
+kernel time), checked as ``tfa-sim profile`` checks it (Block Dim, which the profile must give, the clock, the
+chip).  The per-pipe busy times are no fit target: after the fit, each profile's board/model ratio per pipe at the
+fitted values is reported beside it (:func:`pipes_beside`).
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
 from tfa_sim.views.profile import check_clock, check_launch, side_by_side
 
 #: A LIST entry's keys: True for the required ones.
-KEYS = {"dir": True, "kernel": True, "config": False, "case": False, "set": False, "hw": False, "op": False}
+KEYS = {"dir": True, "kernel": True, "config": False, "case": False, "set": False, "hw": False, "op": False,
+        "launch": False}
 #: The config keys a calibration point carries (anything else must stay at its default).
 SECTIONS = ("case", "tiling", "schedule")
 
@@ -78,7 +79,7 @@ def read_list(path: str | Path) -> list[dict[str, Any]]:
         if unknown or missing:
             raise InputError(f"{entry['where']}: {'unknown key ' + show(unknown[0]) if unknown else 'no ' + missing[0]}"
                              f"; an entry has {', '.join(KEYS)} ({', '.join(k for k in KEYS if KEYS[k])} required)")
-        texts = [k for k in KEYS if k != "set" and k in entry and not isinstance(entry[k], str)]
+        texts = [k for k in KEYS if k not in ("set", "launch") and k in entry and not isinstance(entry[k], str)]
         if texts:
             raise InputError(f"{entry['where']}: {texts[0]} = {show(entry[texts[0]])} must be a string (a name or a "
                              f"path, in quotes)")
@@ -105,6 +106,19 @@ def _settings(entry: dict[str, Any]) -> list[tuple[str, str, Any]]:
     return out + [("numerics", "enabled", False)]
 
 
+def _launch(entry: dict[str, Any]) -> int | None:
+    """The entry's ``launch``: a whole number ≥ 0 (in a CSV its digits), or None."""
+    value = entry.get("launch")
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise InputError(f"{entry['where']}: launch = {show(value)} must be a launch's number, 0 or more (0-based, in "
+                     f"start-time order)")
+
+
 def _relative(base: Path, text: Any, where: str, key: str) -> Path:
     if not isinstance(text, str):
         raise InputError(f"{where}: {key} must be a path, not {show(text)}")
@@ -121,7 +135,11 @@ def profiled(entry: dict[str, Any], base: Path) -> Profiled:
     config = load.load_config(config_file, entry.get("case"), (), [*_settings(entry), ("kernel", "build", build)])
     if config.hardware.file:
         raise InputError(f"{where}: a calibration point names a shipped preset (hardware.preset), not a preset file")
-    board = read_profile(_relative(base, entry["dir"], where, "dir"), entry.get("op"), pipes=False)
+    board = read_profile(_relative(base, entry["dir"], where, "dir"), entry.get("op"), pipes=False,
+                         launch=_launch(entry))
+    if board.block_dim is None:
+        raise InputError(f"{where}: profile {board.source} has no Block Dim (torch_npu's Level0 writes none), so it "
+                         f"cannot be checked as the config's launch: collect with profiler_level Level1")
     c, t, s = config.case, config.tiling, config.schedule
     point = Point(config.hardware.preset, build, "task", "", c.head, c.s0, c.s1, t.cube_s0, t.cube_s1,
                   t.tile_s1, s.qk_preload, s.cv_fifo_size, s.cv_fifo_cons_sync_period, c.causal, board.task_us,
@@ -173,6 +191,9 @@ def pipes_beside(fit: Fit, profiles: list[Profiled]) -> str:
         sim = simulate(p.config, hw.with_cores(p.point.cores) if p.point.cores else hw, None, log_events=False)
         pipes = side_by_side(p.board, timing_summary(sim, p.config), [])
         ratios = ", ".join(f"{name} {pipes[name]['ratio']:.2f}" for name in SIMULATED if pipes[name]["ratio"])
-        lines.append(f"  {p.where} ({p.point.label}, task {p.point.time_us:.3f} µs, model {sim.time_us:.3f} µs): "
+        read = (f"launch {p.board.launch} of {p.board.launches}" if p.board.launch is not None
+                else f"mean of {p.board.launches} launches" if p.board.launches > 1 else "1 launch")
+        lines.append(f"  {p.where} ({p.point.label}, task {p.point.time_us:.3f} µs, {read}, model "
+                     f"{sim.time_us:.3f} µs): "
                      + (ratios or "no pipe columns in the profile"))
     return "\n" + "\n".join(lines)

@@ -1,15 +1,18 @@
-"""A board's msprof profile beside the model, pipe by pipe: ``tfa-sim profile`` (README "Profiles").
+"""A board's profile (msprof's or torch_npu's) beside the model, pipe by pipe: ``tfa-sim profile`` (README
+"Profiles", docs/profiles.md).
 
-The board's task duration stands against the model's kernel time (docs/timing.md, "What msprof's Task Duration
-is"), and every pipe's busy time per core — the mean over the cores (a vector pipe's over the vector cores) and
-its spread — against the model's, ``ratio`` = board / model.  The board's blocks go to cores as the model's do
-(block b on core b mod cores): a core's figure is the sum over its blocks.  The scalar pipes are not simulated:
-their board figures stand alone.  The disagreements are ranked by how far the ratio is from 1 in either direction,
-``|log(ratio)|`` (twice and half as far), and the largest are put in words with the model's stall figures.
+The board's task duration (one launch's, or the mean of many, their spread given beside it) stands against the
+model's kernel time (docs/timing.md, "What msprof's Task Duration is"), and every pipe's busy time per core — the
+mean over the cores (a vector pipe's over the vector cores) and its spread — against the model's, ``ratio`` =
+board / model.  The board's blocks go to cores as the model's do (block b on core b mod cores): a core's figure is
+the sum over its blocks.  The scalar pipes are not simulated: their board figures stand alone.  The disagreements
+are ranked by how far the ratio is from 1 in either direction, ``|log(ratio)|`` (twice and half as far), and the
+largest are put in words with the model's stall figures.
 """
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from html import escape
 from pathlib import Path
@@ -59,12 +62,13 @@ def check_clock(board: BoardProfile, hw: Hardware) -> None:
 
 def check_launch(board: BoardProfile, case: str, blocks: int, launches: int) -> None:
     """The profile is of the config's launch: one launch, Block Dim its grid (``blocks``: its blocks, or the dsl
-    build's persistent cores), Mix Block Dim two vector cores per block."""
+    build's persistent cores; not checked where the profile has no Block Dim, which :func:`notes` says), Mix Block
+    Dim two vector cores per block."""
     where = f"profile {board.source}"
     if launches != 1:
         raise InputError(f"{where} holds one kernel launch, {case} runs {launches} (split-S1 and its combine): "
                          f"profile and compare an unsplit run (--set schedule.s1_split=1)")
-    if board.block_dim != blocks:
+    if board.block_dim is not None and board.block_dim != blocks:
         raise InputError(f"{where}: Block Dim {board.block_dim}, but {case} launches {blocks} blocks; give the config "
                          f"the board ran (its S0, CUBE_S0, batch and heads make the blocks)")
     if board.mix_block_dim is not None and board.mix_block_dim != LANES * blocks:
@@ -81,9 +85,10 @@ def board_figures(board: BoardProfile, cores: int) -> dict[str, dict[str, Any]]:
     and, from msprof op's per-block rows, the spread across cores and each core's value (in core order, a core's
     vector cores one after the other)."""
     out: dict[str, dict[str, Any]] = {}
-    if board.units is None:  # an op summary: one launch block's figures (Block Dim of them: a persistent grid's
-        # block is a core) spread over the cores
-        return {name: {"mean_us": value * board.block_dim / cores} for name, value in board.means.items()}
+    if board.units is None:  # a per-task table: one launch block's figures (Block Dim of them: a persistent grid's
+        # block is a core) spread over the cores; without Block Dim they cannot be (the table has no pipes then)
+        blocks = board.block_dim or 0
+        return {name: {"mean_us": value * blocks / cores} for name, value in board.means.items() if blocks}
     per_core: dict[str, dict[tuple[int, int], float]] = defaultdict(lambda: defaultdict(float))
     for unit in board.units:
         for name, value in unit.values.items():
@@ -158,17 +163,59 @@ def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str
     report: dict[str, Any] = {
         "case": summary["case"], "hardware": summary["hardware"], "clock_mhz": summary["clock_mhz"],
         "source": str(board.source), "layout": board.layout, "files": board.files, "op_name": board.op_name,
-        "launches": board.launches, "block_dim": board.block_dim, "mix_block_dim": board.mix_block_dim,
+        "op_type": board.op_type, "launches": board.launches, "launch": board.launch,
+        **launch_spread(board.launch_task_us), "block_dim": board.block_dim, "mix_block_dim": board.mix_block_dim,
         "current_freq_mhz": board.current_mhz, "rated_freq_mhz": board.rated_mhz, "cores": cores,
-        "task_duration_us": board.task_us, "model_us": summary["time_us"],
-        "model_interval_us": summary["time_interval_us"], "task_ratio": board.task_us / summary["time_us"],
+        "task_duration_us": board.task_us, "task_column": board.columns.get("task", "Task Duration(us)"),
+        "model_us": summary["time_us"], "model_interval_us": summary["time_interval_us"],
+        "task_ratio": board.task_us / summary["time_us"],
         "model_measure": "time_us: the kernel time, first block's start to last block's end, block set-up included",
         "board_core_us": {kind: boards.get(f"{kind}.time", {}).get("mean_us") for kind in CORE_TIME},
         "pipes": pipes,
         "largest": sorted(compared, key=lambda n: -abs(math.log(pipes[n]["ratio"]))),
-        "config": summary.get("config")}
+        "missing_columns": board.missing, "collect": board.collect or None, "also_found": board.others,
+        "skipped_tasks": board.skipped, "config": summary.get("config")}
     report["findings"] = [finding(name, report) for name in report["largest"][:FINDINGS]]
+    report["notes"] = notes(report)
     return report
+
+
+def launch_spread(task_us: list[float]) -> dict[str, Any]:
+    """Every launch's task µs (in start-time order) and their min, median and max."""
+    return {"launch_task_us": task_us, "task_min_us": min(task_us), "task_median_us": statistics.median(task_us),
+            "task_max_us": max(task_us)}
+
+
+def notes(report: dict[str, Any]) -> list[str]:
+    """What the reading leaves to say: the launches read and their spread, what could not be checked or
+    compared and why, which layout was read where a directory held several, the rows skipped."""
+    out = [launches_note(report)] if report["launches"] > 1 else []
+    if report["block_dim"] is None:
+        out.append("Block Dim: not in the profile (torch_npu's Level0 writes none), so the launch's blocks were not "
+                   "checked against the config")
+    if report["missing_columns"]:
+        alone = not any(p["board_us"] is not None for name, p in report["pipes"].items() if p["simulated"])
+        out.append(f"pipes: the profile has no column {', '.join(report['missing_columns'])}, so "
+                   f"{'the task alone is' if alone else 'those pipes are not'} compared; {report['collect']}")
+    if report["also_found"]:
+        out.append(f"read {report['layout']} {', '.join(report['files'][:2])}; also there, not read: "
+                   f"{'; '.join(report['also_found'])}")
+    if report["skipped_tasks"]:
+        out.append(f"skipped {sum(report['skipped_tasks'].values())} rows of other task types ("
+                   + ", ".join(f"{kind} {n}" for kind, n in report["skipped_tasks"].items()) + ")")
+    return out
+
+
+def launches_note(report: dict[str, Any]) -> str:
+    """How many launches were read (several), which is compared, and their spread."""
+    n, name = report["launches"], report["op_name"]
+    spread = (f"min {report['task_min_us']:.2f}, median {report['task_median_us']:.2f}, max "
+              f"{report['task_max_us']:.2f} µs")
+    if report["launch"] is not None:
+        return (f"launches: launch {report['launch']} of the {n} of {name} compared (--launch, 0-based in "
+                f"start-time order); all {n}: {spread}")
+    return (f"launches: {n} of {name} read, {spread}; their mean {report['task_duration_us']:.2f} µs is "
+            f"compared (--launch N, 0-based in start-time order, compares one)")
 
 
 def finding(name: str, report: dict[str, Any]) -> str:
@@ -195,9 +242,12 @@ def _figure_text(mean: float | None, low: float | None, high: float | None) -> s
 def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The side-by-side table, the task first, then a row per pipe (for pandas, notebooks and the console)."""
     low, high = report["model_interval_us"]
-    rows = [{"pipe": "task", "board_us": report["task_duration_us"], "board_min_us": None, "board_max_us": None,
+    several = report["launches"] > 1 and report["launch"] is None
+    rows = [{"pipe": "task", "board_us": report["task_duration_us"],
+             "board_min_us": report["task_min_us"] if several else None,
+             "board_max_us": report["task_max_us"] if several else None,
              "model_us": report["model_us"], "model_min_us": low, "model_max_us": high,
-             "ratio": report["task_ratio"], "simulated": True, "column": "Task Duration(us)",
+             "ratio": report["task_ratio"], "simulated": True, "column": report["task_column"],
              "note": "model: kernel time, 90 % interval"}]
     for name, p in report["pipes"].items():
         rows.append({"pipe": name, **{k: p[k] for k in ("board_us", "board_min_us", "board_max_us", "model_us",
@@ -207,11 +257,12 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def format_profile(report: dict[str, Any]) -> str:
-    """What ``tfa-sim profile`` prints: the profile, the table, the largest disagreements in words."""
+    """What ``tfa-sim profile`` prints: the profile, the table, the notes, the largest disagreements in words."""
     launches = f"{report['launches']} launch{'es' if report['launches'] > 1 else ''}"
     clock = f" at {report['current_freq_mhz']:g} MHz" if report["current_freq_mhz"] else ""
-    lines = [f"tfa-sim profile: {report['op_name']}, {report['layout']} profile of {report['block_dim']} blocks"
-             f"{clock} ({launches}) against {report['case']} on {report['hardware']}",
+    blocks = f"{report['block_dim']} blocks" if report["block_dim"] is not None else "unknown blocks"
+    lines = [f"tfa-sim profile: {report['op_name']}, {report['layout']} profile of {blocks}{clock} ({launches}) "
+             f"against {report['case']} on {report['hardware']}",
              f"  {'':12s} {'board µs per core (min–max)':>30s} {'model µs per core (min–max)':>30s} "
              f"{'board/model':>12s}"]
     for row in table_rows(report):
@@ -219,10 +270,12 @@ def format_profile(report: dict[str, Any]) -> str:
         board = _figure_text(row["board_us"], row["board_min_us"], row["board_max_us"])
         model = _figure_text(row["model_us"], row["model_min_us"], row["model_max_us"])
         lines.append(f"  {row['pipe']:12s} {board:>30s} {model:>30s} {ratio:>12s}")
-    lines.append("  task: msprof's Task Duration (device dispatch, execution and completion of the task) against the "
-                 "model's kernel time and its 90 % interval")
-    lines.append("  furthest from 1 (|log board/model|): " + ", ".join(
-        f"{n} {report['pipes'][n]['ratio']:.2f}" for n in report["largest"]))
+    lines.append(f"  task: the board's {report['task_column']} (device dispatch, execution and completion of the "
+                 f"task) against the model's kernel time and its 90 % interval")
+    lines += [f"  {text}" for text in report["notes"]]
+    if report["largest"]:
+        lines.append("  furthest from 1 (|log board/model|): " + ", ".join(
+            f"{n} {report['pipes'][n]['ratio']:.2f}" for n in report["largest"]))
     lines += [f"  {text}" for text in report["findings"]]
     return "\n".join(lines)
 
@@ -238,7 +291,7 @@ def html(report: dict[str, Any]) -> str:
     body = "".join(f"<tr><th style='text-align:left'>{escape(r['pipe'])}</th>{''.join(cell(r[k]) for k in keys)}</tr>"
                    for r in table_rows(report))
     head = "".join(f"<th>{escape(h)}</th>" for h in heads)
-    items = "".join(f"<li>{escape(t)}</li>" for t in report["findings"])
+    items = "".join(f"<li>{escape(t)}</li>" for t in [*report["notes"], *report["findings"]])
     return (f"<p><b>{escape(report['op_name'])}</b>: {escape(report['layout'])} profile of {report['block_dim']} "
             f"blocks against {escape(report['case'])} on {escape(report['hardware'])}</p>"
             f"<table><tr>{head}</tr>{body}</table><ul>{items}</ul>")

@@ -1,0 +1,79 @@
+"""The per-task CSV tables: the op summary of ``msprof --application`` (``op_summary_*.csv``) and torch_npu's
+``kernel_details.csv`` (the op summary with Op Name, OP Type, Task Type, Task Start Time and Task Duration renamed
+Name, Type, Accelerator Core, Start Time and Duration, a Step Id first).  A row per task; its pipe times are one
+block's (``aicore_time(us)`` is "the time of the task when all blocks are scheduled simultaneously"), so they are
+read as the mean over cores.  Rows of :data:`OTHER_TASKS` are skipped; a Block Dim of 0 (torch_npu's Level0 writes
+no block count) is no Block Dim."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from tfa_sim.rundir.profiles.board import BoardProfile, Task, choose_op, from_tasks, given, missing_columns
+from tfa_sim.rundir.profiles.columns import CORE_TIME, OTHER_TASKS, PIPE_COLUMNS, SIMULATED, TASK_COLUMNS
+from tfa_sim.rundir.profiles.table import FIX_COLLECT, Table
+from tfa_sim.spec.errors import InputError
+
+#: The figures of a task row: the pipes and the cores' whole times, with their spellings.
+FIGURES = {**PIPE_COLUMNS, **{f"{kind}.time": names for kind, names in CORE_TIME.items()}}
+
+
+def read_task_tables(root: Path, tables: list[Table], layout: str, op: str | None, pipes: bool,
+                     launch: int | None) -> BoardProfile:
+    """The chosen operator's task rows in ``tables`` (one op summary's files, or one kernel_details.csv)."""
+    rows = [(t, r) for t in tables for r in range(len(t.rows))]
+    what = f"{layout} {root}"
+    if not rows:
+        raise InputError(f"{what} holds no task rows; {FIX_COLLECT}")
+    names = {id(t): t.column(TASK_COLUMNS["op"], "the operator of each task") for t in tables}
+    types = {id(t): t.column(TASK_COLUMNS["task_type"]) for t in tables}
+    skipped = Counter(t.text(r, types[id(t)]) for t, r in rows if t.text(r, types[id(t)]).upper() in OTHER_TASKS)
+    kept = [(t, r) for t, r in rows if t.text(r, types[id(t)]).upper() not in OTHER_TASKS]
+    name = choose_op([t.text(r, names[id(t)]) for t, r in kept], op, what)
+    chosen = [(t, r) for t, r in kept if t.text(r, names[id(t)]) == name]
+    columns: dict[str, str] = {}
+    tasks = [_task_row(t, r, name, pipes, columns) for t, r in chosen]
+    board = from_tasks(root, layout, [str(t.path) for t in tables], name, tasks, columns, launch, pipes)
+    t, r = chosen[0]
+    board.op_type = given(t.text(r, t.column(TASK_COLUMNS["op_type"])))
+    board.missing = missing_columns(columns, PIPE_COLUMNS)
+    board.skipped = dict(sorted(skipped.items()))
+    return board
+
+
+def _task_row(t: Table, r: int, name: str, pipes: bool, columns: dict[str, str]) -> Task:
+    """One row as a launch: its task µs (> 0), start, Block Dim, Mix Block Dim and figures; the column of each
+    figure is noted in ``columns``."""
+    where = f"profile file {t.path} line {t.lines[r]}"
+    task_col = t.column(TASK_COLUMNS["task"], "the task's time") or 0
+    columns["task"] = t.header[task_col]
+    task = t.number(r, task_col)
+    if not task:
+        raise InputError(f"{where}: the task's time of {name} is {task}; a launch takes time: collect with "
+                         f"--task-time=l1")
+    start = t.column(TASK_COLUMNS["start"])
+    blocks = _whole(t, r, t.column(TASK_COLUMNS["block_dim"], "the launch's blocks"), "Block Dim")
+    row = Task(where, t.number(r, start) if start is not None else None, task, blocks or None,
+               _whole(t, r, t.column(TASK_COLUMNS["mix_block_dim"]), "Mix Block Dim"))
+    for figure, spellings in FIGURES.items():
+        col = t.column(spellings)
+        if col is None:
+            continue
+        columns[figure] = t.header[col]
+        value = t.number(r, col)
+        if value is None and pipes and figure in SIMULATED:
+            raise InputError(f"{where}: {t.header[col]} of {name} is N/A: {name} ran on no cube and vector cores as "
+                             f"the TFA kernel does (pick the kernel with --op NAME), or the profile has no "
+                             f"PipeUtilization (collect with --task-time=l1 --aic-metrics=PipeUtilization)")
+        if value is not None:
+            row.values[figure] = value
+    return row
+
+
+def _whole(t: Table, r: int, col: int | None, what: str) -> int | None:
+    """A count ≥ 0 (Block Dim, Mix Block Dim: 0 where a task has no such blocks), None when missing."""
+    value = t.number(r, col) if col is not None else None
+    if value is not None and value != int(value):
+        raise InputError(f"profile file {t.path} line {t.lines[r]}: {what} {value:g} is not a count; the profile is "
+                         f"damaged: collect it again")
+    return None if value is None else int(value)
