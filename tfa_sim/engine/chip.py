@@ -81,18 +81,16 @@ class Kernel(Protocol):
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch of a run: its name, its blocks' indices, and when it started and ended (cycles)."""
+    """One kernel launch of a run: its name, its first block's index, its blocks (units), cores and waves (its
+    dispatch's, :class:`~tfa_sim.spec.geometry.Dispatch`), and when it started and ended (cycles)."""
 
     name: str
     first_block: int
     blocks: int
     cores: int
+    waves: int
     start: float
     end: float
-
-    @property
-    def waves(self) -> int:
-        return -(-self.blocks // self.cores) if self.cores else 0
 
 
 @dataclass
@@ -150,7 +148,8 @@ class _Chip:
             if self.stats.ops is not None:
                 self.stats.ops.drain()  # the next launch may read what this one's blocks wrote
             first = dispatch.order[0].index if dispatch.order else 0
-            self.launches.append(Launch(kernel.name, first, dispatch.units, n, start, max(ends, default=start)))
+            self.launches.append(Launch(kernel.name, first, dispatch.units, n, dispatch.waves, start,
+                                        max(ends, default=start)))
             self.busy.append(busy)
             self.ends.append(ends)
 

@@ -38,6 +38,7 @@ from tfa_sim.sim.simulation import launches, simulate
 from tfa_sim.spec.builds import SHIPPED
 from tfa_sim.spec.config import CONFIG_DIR
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.geometry import launch_geometry
 from tfa_sim.spec.hardware import HOSTS, preset_names
 
 #: The fit keeps every point's error within this when it can (then minimises the MAPE).
@@ -534,11 +535,10 @@ def domain(points: Sequence[Point], width: float) -> dict[str, Any]:
     def seen(attr: str) -> list[int]:
         return sorted({getattr(p, attr) for p in points})
 
-    units = [p.blocks * p.s1_split for p in points]  # a launch's blocks, or the dsl build's units
-    waves = [-(-n // (p.cores or base_preset(p.preset).cube_cores)) for n, p in zip(units, points)]
+    launched = [launch_geometry(p.config(), p.cores or base_preset(p.preset).cube_cores).main for p in points]
     return {"calibration.builds": builds(points), "calibration.points": len(points),
-            "calibration.half_width": round(width, 4), "calibration.blocks_max": max(units),
-            "calibration.waves_max": max(waves),
+            "calibration.half_width": round(width, 4), "calibration.blocks_max": max(g.units for g in launched),
+            "calibration.waves_max": max(g.waves for g in launched),
             "calibration.s1": seen("s1"), "calibration.head": seen("head"), "calibration.cube_s0": seen("cube_s0"),
             "calibration.cube_s1": seen("cube_s1"), "calibration.tile_s1": seen("tile_s1"),
             "calibration.qk_preload": seen("qk_preload"), "calibration.cv_fifo_size": seen("cv_fifo_size"),

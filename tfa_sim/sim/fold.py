@@ -263,7 +263,8 @@ def simulate_folded(kernels: Sequence[Kernel], hw: Hardware, qk_preload: int, la
     for at, ((result, _), kernel) in enumerate(zip(parts, kernels)):
         start += launch_gap if at else 0.0
         own = result.launches[0]
-        launches.append(Launch(own.name, own.first_block, kernel.dispatch.units, own.cores, start,
+        dispatch = kernel.dispatch
+        launches.append(Launch(own.name, own.first_block, dispatch.units, dispatch.cores, dispatch.waves, start,
                                start + result.total_cycles))
         start += result.total_cycles
     first.total_cycles, first.launches = start, launches
