@@ -1,5 +1,7 @@
-"""The README's quoted outputs are what the commands print today (issue 34): the cheap ones are rerun here and
-compared line by line, so a change to the model or the report fails until the README follows it."""
+"""The quoted outputs of the README and the documentation pages are what the commands print today (issue 34): the
+cheap ones are rerun here and compared line by line, so a change to the model or the report fails until the text
+follows it.  A quoted line that is only ``…`` stands for lines left out.  And the README is a front page (issue 44):
+at most 300 lines, every link it or a page of docs/ makes to a file of the repository resolves."""
 from __future__ import annotations
 
 import re
@@ -13,12 +15,15 @@ from tfa_sim.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 #: What differs from run to run: the time stamp in a default run directory's name.
 STAMP = re.compile(r"-\d{8}-\d{6}/")
+#: A quoted line standing for lines left out.
+ELIDED = "…"
 
 
-def quoted(command: str) -> tuple[list[str], list[str]]:
-    """The README block that shows ``$ command``: every command of the block (continuation lines joined), and
-    the lines printed after ``$ command`` up to the next command or the end of the block."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+def quoted(command: str, document: str = "README.md") -> tuple[list[str], list[str]]:
+    """The block of ``document`` (a path under the repository) that shows ``$ command``: every command of the
+    block (continuation lines joined), and the lines printed after ``$ command`` up to the next command or the end
+    of the block."""
+    text = (ROOT / document).read_text(encoding="utf-8").replace("\\\n", " ")
     blocks = text.split("\n```")[1::2]  # the fenced blocks, each from its fence's language word on
     block = next(b for b in blocks if f"\n$ {command}\n" in b)
     commands = [line[2:] for line in block.splitlines() if line.startswith("$ ")]
@@ -26,10 +31,11 @@ def quoted(command: str) -> tuple[list[str], list[str]]:
     return commands, printed.splitlines()
 
 
-def run_quoted(command: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
+def run_quoted(command: str, capsys: pytest.CaptureFixture[str],
+               document: str = "README.md") -> tuple[list[str], list[str]]:
     """Run the block's commands in-process (in the current directory) and return what ``command`` printed,
-    time stamps masked, beside the README's lines."""
-    commands, expected = quoted(command)
+    time stamps masked, beside the document's lines."""
+    commands, expected = quoted(command, document)
     printed = ""
     for line in commands:
         argv = shlex.split(line)
@@ -39,6 +45,28 @@ def run_quoted(command: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[s
         if line == command:
             printed = capsys.readouterr().out
     return STAMP.sub("-…/", printed).splitlines(), [STAMP.sub("-…/", line) for line in expected]
+
+
+def follows(got: list[str], expected: list[str]) -> bool:
+    """Whether ``got`` is the quote ``expected`` with each of its ``…`` lines standing for a run of lines (none or
+    more): the quote's first lines begin ``got``, its last lines end it, the runs between appear in order."""
+    runs: list[list[str]] = [[]]
+    for line in expected:
+        if line.strip() == ELIDED:
+            runs.append([])
+        else:
+            runs[-1].append(line)
+    if len(runs) == 1:
+        return got == expected
+    first, *middle, last = runs
+    if got[:len(first)] != first:
+        return False
+    at = len(first)
+    for run in middle:  # each at its first place after the one before: that leaves the most room for the rest
+        at = next((k + len(run) for k in range(at, len(got) - len(run) + 1) if got[k:k + len(run)] == run), -1)
+        if at < 0:
+            return False
+    return len(got) - len(last) >= at and got[len(got) - len(last):] == last
 
 
 def test_the_tour_of_tfa_sim_run_is_todays_output(tmp_path, monkeypatch, capsys):
@@ -56,3 +84,37 @@ def test_the_kernel_dumps_check_example_is_todays_output(tmp_path, monkeypatch, 
     got, expected = run_quoted(f"tfa-sim check runs/h64 --kernel-dumps {dumps} --exact", capsys)
     assert "  every compared element is bit-equal" in expected
     assert got == expected
+
+
+def test_a_quote_that_leaves_lines_out_matches_only_the_output_with_those_lines():
+    printed = ["head", "a", "b", "middle", "c", "tail"]
+    assert follows(printed, printed) and follows(printed, ["head", "…", "middle", "  …", "tail"])
+    assert follows(printed, ["head", "…", "tail"]) and follows(printed, ["…", "middle", "…"])
+    assert follows(printed, ["head", "a", "…", "b", "middle", "c", "tail"])  # a … may stand for no line
+    assert not follows(printed, ["head", "…", "middle", "…", "other"])  # a line that was not printed
+    assert not follows(printed, ["head", "…", "c", "…", "middle"])  # out of order
+    assert not follows(printed, ["a", "…", "tail"])  # the quote's first line is not the first printed
+    assert not follows(printed, ["head", "…", "c"])  # nor its last the last
+    assert not follows(printed, ["head", "a", "b", "middle", "c"])  # without a …, every line
+    assert not follows(["x", "y"], ["x", "y", "…", "y"])  # the last lines after the runs before them
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"the README has {len(lines)} lines: move text into a page of docs/"
+    headings = [line for line in lines if line.startswith("## ")]
+    for heading in ("## Two commands", "## A tour of `tfa-sim run`", "## Where to read on"):
+        assert heading in headings
+
+
+#: A Markdown link or image: its target, up to a space, a ``#`` or the closing parenthesis.
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s#]+)[^)]*\)")
+
+
+@pytest.mark.parametrize("document", ["README.md", *sorted(str(p.relative_to(ROOT))
+                                                          for p in (ROOT / "docs").rglob("*.md"))])
+def test_every_link_to_a_file_of_the_repository_resolves(document):
+    text = (ROOT / document).read_text(encoding="utf-8")
+    targets = [t for t in LINK.findall(re.sub(r"```.*?```", "", text, flags=re.S)) if "://" not in t]
+    missing = [t for t in targets if not ((ROOT / document).parent / t).exists()]
+    assert missing == [], f"{document} links to files that do not exist"
