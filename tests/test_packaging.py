@@ -15,6 +15,7 @@ from smoke.shipped import ROOT, missing, sdist_needs, setuptools_lists, tracked,
 
 import tfa_sim
 from tfa_sim.cli import build_parser
+from tfa_sim.spec.extras import EXTRA_OF
 
 SMOKE = ROOT / "tests" / "smoke"
 #: Added to a copy of the tree: a new subpackage two levels down and a new kind of config file.
@@ -65,6 +66,13 @@ def test_every_subcommand_has_a_smoke_line():
     assert any(name == "api" for name, *_ in lines)
 
 
+def test_the_core_smoke_runs_every_core_subcommand_and_refuses_each_extra():
+    text = (SMOKE / "core.sh").read_text()
+    smoked = set(re.findall(r"^smoke +\S+ +\S+ +tfa-sim (\S+)", text, re.M))
+    assert subcommands() - smoked == {"profile"}, "only profile (its charts: [plots]) needs an extra"
+    assert set(re.findall(r"^refused +(\S+)", text, re.M)) == set(EXTRA_OF.values())
+
+
 def test_the_api_smoke_calls_every_function_tfa_sim_exports():
     tree = ast.parse((SMOKE / "api.py").read_text(encoding="utf-8"))
     called = {node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
@@ -76,7 +84,7 @@ def test_the_api_smoke_calls_every_function_tfa_sim_exports():
 
 
 def test_the_smoke_files_are_where_smoke_sh_and_api_py_expect_them():
-    text = (SMOKE / "smoke.sh").read_text() + (SMOKE / "api.py").read_text()
+    text = "".join((SMOKE / name).read_text() for name in ("smoke.sh", "core.sh", "api.py"))
     for name in re.findall(r'HERE(?:/| / ")(\w+\.\w+)', text):
         assert (SMOKE / name).is_file(), name
-    assert set(re.findall(r'HERE(?:/| / ")(\w+\.\w+)', text)) >= {"sweep.toml", "points.csv", "api.py"}
+    assert set(re.findall(r'HERE(?:/| / ")(\w+\.\w+)', text)) >= {"sweep.toml", "points.csv", "api.py", "common.sh"}

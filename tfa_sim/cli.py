@@ -109,29 +109,36 @@ def _core_span(text: str, flag: str) -> tuple[int, int]:
 TRACE_FORMATS = {"json": "Chrome JSON", "perfetto": "Perfetto protobuf", "parquet": "Parquet table of the events"}
 TRACE_SUFFIXES = {".json": "json", ".pftrace": "perfetto", ".perfetto-trace": "perfetto", ".pb": "perfetto",
                   ".parquet": "parquet"}
+#: The formats an extra writes: the module each needs (tfa_sim.spec.extras names its extra).
+TRACE_NEEDS = {"perfetto": "perfetto", "parquet": "pyarrow"}
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from tfa_sim.api.runner import trace_metadata
-    from tfa_sim.rundir.event_table import write_parquet
     from tfa_sim.rundir.outputs import EVENTS_NPZ, read_log, read_summary
-    from tfa_sim.views.perfetto_trace import write_perfetto
+    from tfa_sim.spec.extras import require
     from tfa_sim.views.trace import write_trace
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
     cores = _core_span(args.cores, "--cores") if args.cores else None
     tiles = parse_span(args.tiles, "--tiles") if args.tiles else None
+    out = check_path(args.out, "--out")
+    fmt = args.format or TRACE_SUFFIXES.get(out.suffix.lower(), "json")
+    if fmt in TRACE_NEEDS:
+        require(f"trace --format {fmt}", TRACE_NEEDS[fmt])
     summary = read_summary(run_dir)
     log = read_log(run_dir / EVENTS_NPZ)
     rows = log.window(range(*cores) if cores else None, tiles)
     if not len(rows):
         raise InputError(f"{run_dir}: no events in --cores {args.cores or 'all'} --tiles {args.tiles or 'all'}; "
                          f"widen the window")
-    out = check_path(args.out, "--out")
-    fmt = args.format or TRACE_SUFFIXES.get(out.suffix.lower(), "json")
     if fmt == "perfetto":
+        from tfa_sim.views.perfetto_trace import write_perfetto
+
         write_perfetto(out, log, summary["clock_mhz"], rows)
     elif fmt == "parquet":
+        from tfa_sim.rundir.event_table import write_parquet
+
         write_parquet(out, log, rows)
     else:
         write_trace(out, log, summary["clock_mhz"], trace_metadata(summary), rows)
@@ -208,12 +215,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.api.library import sweep
+    from tfa_sim.api.library import sweep_table
     from tfa_sim.explore.sweep import default_out, format_sweep_report, sweep_report
 
     out = Path(args.out) if args.out else default_out(args.file)
-    points = sweep(args.file, jobs=args.jobs, out=out, executor=args.executor, scheduler=args.scheduler,
-                   progress=not args.no_progress)
+    _, points = sweep_table(args.file, jobs=args.jobs, out=out, executor=args.executor, scheduler=args.scheduler,
+                            progress=not args.no_progress)
     report = sweep_report(out, plots=not args.no_plots)
     print(f"tfa-sim sweep: {len(points)} points in {out}/results.jsonl (+ results.csv): "
           + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
@@ -248,24 +255,25 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
     """Render ``views`` to ``-o`` atomically (the user named the file: it is replaced)."""
     from tfa_sim.rundir.directory import atomic_write_via
-    from tfa_sim.views.timeline import render
+    from tfa_sim.views.timeline import check_output, render
 
     out = check_path(path, "-o")
-    if out.suffix.lower() not in (".svg", ".png", ".html"):
-        raise InputError(f"-o {out}: use a .svg, .png or .html file name")
+    check_output(out)
     atomic_write_via(out, lambda tmp: render(views, tmp, arrows))
     return out
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from tfa_sim.rundir.directory import RunDir
-    from tfa_sim.views.timeline import load_view, parse_cores
+    from tfa_sim.views.timeline import check_output, load_view, parse_cores
 
     runs = list(args.run_dirs) + list(args.compare or [])
     if not runs:
         raise InputError("tfa-sim timeline needs a RUN_DIR (or --compare RUN_A RUN_B …)")
     if len(runs) > 1 and not args.compare:
         raise InputError("several run directories: use --compare RUN_A RUN_B … to stack them")
+    if args.output:
+        check_output(check_path(args.output, "-o"))
     cores, tiles = parse_cores(args.cores), parse_span(args.tiles or "", "--tiles")
     views = [load_view(r, args.by, cores, tiles, args.arrows) for r in runs]
     if args.output:
@@ -298,9 +306,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from tfa_sim.rundir.events import DISPATCH
     from tfa_sim.rundir.outputs import events_file, read_events, read_summary
     from tfa_sim.views.analysis import plan
-    from tfa_sim.views.timeline import make_view, planned
+    from tfa_sim.views.timeline import check_output, make_view, planned
 
     run_dir = check_path(args.run_dir, "RUN_DIR")
+    if args.output:
+        check_output(check_path(args.output, "-o"))
     units = _plan_units(args.units or "") if args.resources == "pipes" else None
     summary = read_summary(run_dir)
     events = read_events(run_dir)

@@ -1,28 +1,13 @@
 #!/usr/bin/env bash
 # The installed package, used as a new user would: every `tfa-sim` subcommand once on a small case, then the Python
 # API (api.py), in a new empty directory and with the tfa-sim and python found on PATH. .ci/run runs it in a fresh
-# venv holding the built wheel and in another holding the sdist. One `smoke` line per subcommand:
+# venv holding the built wheel and in another holding the sdist, each with every extra (`[all]`; core.sh checks the
+# wheel's core alone first). One `smoke` line per subcommand (common.sh):
 #     smoke NAME FILE COMMAND…   (COMMAND exits 0 and leaves FILE)
 # tests/test_packaging.py fails when a subcommand of `tfa-sim` has no line here.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-CASE=case_float_H_128_S0_128_S1_1024
-WORK="$(mktemp -d)"
-cd "$WORK"
-
-smoke() {
-    local name=$1 file=$2 start=$SECONDS
-    shift 2
-    "$@" >"$name.log" 2>&1 || { local code=$?; echo "smoke $name FAILED: exit code $code from: $*"; cat "$name.log"
-                                 exit 1; }
-    [ -e "$file" ] || { echo "smoke $name FAILED: $* exited 0 but wrote no $file"; cat "$name.log"; exit 1; }
-    echo "smoke $name: ok, $file ($((SECONDS - start)) s)"
-}
-
-where="$(python -c 'import tfa_sim; print(tfa_sim.__file__)')"
-case "$where" in "$(cd "$HERE/../.." && pwd)/tfa_sim/"*)
-    echo "smoke: tfa_sim is imported from the checkout ($where), not from an installed package"; exit 1;; esac
-echo "smoke: tfa_sim from $where, $(tfa-sim --version), in $WORK"
+. "$HERE/common.sh"
 
 smoke run          r/dumps/manifest.json  tfa-sim run --case "$CASE" --intermediate-check --out r
 smoke check        r/check.json           tfa-sim check r

@@ -21,6 +21,7 @@ from tfa_sim.api.result import ProfileResult, Result
 from tfa_sim.spec import load
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.extras import require
 from tfa_sim.spec.safety import check_path, is_name, plain, show
 
 if TYPE_CHECKING:
@@ -139,35 +140,57 @@ def sweep(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Pat
     TOML file or its tables as a mapping (``{"base": …, "axes": {"schedule.qk_preload": [2, 4]}, "sweep":
     …}``), on ``jobs`` worker processes.  One row per point, in the sweep's order: its axis values, then the
     columns of ``results.csv`` (status, time_us, total_cycles, tflops, …; None where a point has none).
-    Without ``out`` the sweep runs in a temporary directory that is removed afterwards."""
+    Without ``out`` the sweep runs in a temporary directory that is removed afterwards.  The DataFrame needs
+    pandas (the ``pandas`` extra); the command, which prints no table, does not."""
+    require("tfa_sim.sweep() (its DataFrame)", "pandas")
     import pandas as pd
 
+    header, body = sweep_table(spec, jobs=jobs, out=out, executor=executor, scheduler=scheduler, progress=progress)
+    return pd.DataFrame(body, columns=header)
+
+
+def sweep_table(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Path | None = None,
+                executor: str = "local", scheduler: str | None = None,
+                progress: bool = False) -> tuple[list[str], list[list[Any]]]:
+    """:func:`sweep`'s rows without pandas: the column names and a list per point, in the sweep's order."""
     from tfa_sim.explore.sweep import indices, load_sweep, point_at, results_table, run_sweep
 
     if out is None:
         with tempfile.TemporaryDirectory(prefix="tfa-sim-sweep-") as tmp:
-            return sweep(spec, jobs=jobs, out=tmp, executor=executor, scheduler=scheduler, progress=progress)
+            return sweep_table(spec, jobs=jobs, out=tmp, executor=executor, scheduler=scheduler, progress=progress)
     rows = run_sweep(spec, Path(out), jobs, executor, scheduler, progress)
     definition = load_sweep(spec)
     order = {point_at(definition, i)["key"]: n for n, i in enumerate(indices(definition))}
-    header, body = results_table(sorted(rows, key=lambda r: order.get(r["key"], len(order))), missing=None)
-    return pd.DataFrame(body, columns=header)
+    return results_table(sorted(rows, key=lambda r: order.get(r["key"], len(order))), missing=None)
+
+
+#: The columns of :attr:`TuneResult.candidates` after the axes.
+CANDIDATE_COLUMNS = ["stage", "status", "estimate", "time_us", "launch_period_us", "bound_pipe", "message"]
 
 
 @dataclass
 class TuneResult:
     """What ``tune`` answers: the ``best`` config (timing only, as tuned) and its ``time_us``, the ``metric``
-    value it was chosen by, every ``candidates`` row (a pandas DataFrame: the axis values, stage, status,
-    estimate, simulated figures, message), ``summary`` (tune.json's content), ``report`` (the text the command
-    prints) and ``out_dir`` (None when the tune ran in a temporary directory)."""
+    value it was chosen by, ``summary`` (tune.json's content), ``report`` (the text the command prints),
+    ``out_dir`` (None when the tune ran in a temporary directory) and :attr:`candidates`."""
 
     best: Config
     time_us: float
     metric: float
-    candidates: pd.DataFrame
     summary: dict[str, Any]
     report: str
     out_dir: Path | None
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """Every candidate, a row each, as a pandas DataFrame: the axis values, stage, status, estimate, simulated
+        figures, message.  Built when first asked for, so that a tune (and ``tfa-sim tune``) needs no pandas."""
+        require("TuneResult.candidates", "pandas")
+        import pandas as pd
+
+        axes = list(self.summary["axes"])
+        return pd.DataFrame([[c["overrides"].get(a) for a in axes] + [c.get(k) for k in CANDIDATE_COLUMNS]
+                             for c in self.summary["candidates"]], columns=axes + CANDIDATE_COLUMNS)
 
     def __repr__(self) -> str:
         return f"TuneResult(time_us={self.time_us}, best={self.summary['best']['changes']}, out_dir={self.out_dir})"
@@ -185,8 +208,6 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
     ``out`` keeps the tune directory (rerunning into it resumes; True: a new ``runs/tune-<case>-<time>``);
     without it the tune runs in a temporary directory that is removed afterwards.  ``echo`` receives the
     progress lines the command prints on stderr."""
-    import pandas as pd
-
     from tfa_sim.explore.tune import tune as run_tune
     from tfa_sim.explore.tune.report import format_report
 
@@ -200,12 +221,8 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
     summary, directory = run_tune(case_config, space, budget_s=budget_s, jobs=jobs, executor=executor,
                                   scheduler=scheduler, out=None if out is True else out, top=top, progress=progress,
                                   echo=echo)
-    axes = list(summary["axes"])
-    columns = ["stage", "status", "estimate", "time_us", "launch_period_us", "bound_pipe", "message"]
-    table = pd.DataFrame([[c["overrides"].get(a) for a in axes] + [c.get(k) for k in columns]
-                          for c in summary["candidates"]], columns=axes + columns)
     best = summary["best"]
-    return TuneResult(load.build_config(best["config"]), best["time_us"], best["metric"], table, summary,
+    return TuneResult(load.build_config(best["config"]), best["time_us"], best["metric"], summary,
                       format_report(summary), Path(directory))
 
 
@@ -224,7 +241,10 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     from tfa_sim.spec.geometry import launch_geometry
     from tfa_sim.spec.hardware import load_hardware
     from tfa_sim.views.analysis import bubbles
-    from tfa_sim.views.profile import check_clock, check_launch, compare
+    from tfa_sim.views.profile import check_charts, check_clock, check_launch, compare
+
+    if out is not None and out is not False:
+        check_charts()
 
     board = read_profile(check_path(path, "profile"), op, launch=launch)
     timing_only = {**(overrides or {}), "numerics.enabled": False, "numerics.intermediate_check": False}

@@ -19,6 +19,7 @@ from tfa_sim.rundir.event_table import event_table
 from tfa_sim.rundir.events import EventLog
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.extras import require
 from tfa_sim.views import profile as profile_view
 from tfa_sim.views.svg_timeline import svg_text
 from tfa_sim.views.timeline import figure, make_view
@@ -44,11 +45,13 @@ class Events:
 
     def to_arrow(self) -> pa.Table:
         """The events as a ``pyarrow.Table`` (the columns of :mod:`tfa_sim.rundir.event_table`, names as text)."""
+        require("Events.to_arrow()", "pyarrow")
         return event_table(self.log)
 
     def to_pandas(self) -> pd.DataFrame:
         """The events as a pandas DataFrame, one row per event, unit, pipe, stage and kind as strings."""
-        return self.to_arrow().to_pandas()
+        require("Events.to_pandas()", "pandas", "pyarrow")
+        return event_table(self.log).to_pandas()
 
 
 class Result:
@@ -100,6 +103,7 @@ class Result:
                  tiles: tuple[int, int] | None = None, arrows: bool = False) -> Figure:
         """The Gantt chart of ``tfa-sim timeline`` as a matplotlib Figure: ``by`` pipe, stage or unit, only
         ``cores`` and logical tiles ``a ≤ t < b`` if given, FIFO hand-offs as ``arrows``."""
+        require("Result.timeline()", "matplotlib")
         return figure([self._view(by, None if cores is None else set(cores), tiles, arrows)], arrows)
 
     def _view(self, by: str | None, cores: set[int] | None, tiles: tuple[int, int] | None, arrows: bool) -> Any:
@@ -158,12 +162,14 @@ class ProfileResult:
 
     def to_pandas(self) -> pd.DataFrame:
         """The table: the task, then a row per pipe (board and model µs per core with their spread, ratio, note)."""
+        require("ProfileResult.to_pandas()", "pandas")
         import pandas as pd
 
         return pd.DataFrame(profile_view.table_rows(self.report)).set_index("pipe")
 
     def figure(self) -> Figure:
         """The per-pipe bar chart (profile.png) as a matplotlib Figure."""
+        require("ProfileResult.figure()", "matplotlib")
         return profile_view.figure(self.report)
 
     def save(self, out: str | Path | None) -> Path:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tfa_sim.rundir.msprof import CORE_TIME, PIPE_COLUMNS, SIMULATED, BoardProfile
 from tfa_sim.spec.config import HardwareConfig
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.extras import require
 from tfa_sim.spec.hardware import Hardware, load_hardware, preset_names
 from tfa_sim.spec.units import LANES, parse_unit
 
@@ -332,9 +333,15 @@ def figure(report: dict[str, Any]) -> Figure:
     return fig
 
 
+def check_charts() -> None:
+    """profile.png and profile.svg are drawn by matplotlib (the ``plots`` extra): one line if it is missing."""
+    require("writing profile.png and profile.svg", "matplotlib")
+
+
 def write_profile(report: dict[str, Any], out: str | Path | None) -> Path:
     """profile.json, profile.png and profile.svg into ``out`` (None: a new ``runs/profile-<case>-<time>``), by
     the rules of every directory tfa-sim writes (README "Safety")."""
+    check_charts()
     from tfa_sim.rundir.directory import RunDir, atomic_write_via
     from tfa_sim.rundir.outputs import new_run_dir, write_json
 

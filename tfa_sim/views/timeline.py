@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfa_sim.rundir.outputs import read_events, read_summary
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.extras import require
 from tfa_sim.spec.safety import show
 from tfa_sim.spec.units import TRACKS, parse_unit
 from tfa_sim.views.gantt import (
@@ -146,11 +147,24 @@ def _arrows(events: list, by: str) -> list[tuple[str, float, str, float]]:
     return out
 
 
+#: The figure formats: each suffix → the optional module that draws it (None: tfa-sim writes the SVG itself).
+DRAWN_BY = {".svg": None, ".png": "matplotlib", ".html": "plotly"}
+
+
+def check_output(out: Path) -> str:
+    """The figure format of ``-o out`` (its suffix), once its drawing library is known to be installed."""
+    suffix = out.suffix.lower()
+    if suffix not in DRAWN_BY:
+        raise InputError(f"-o {out}: use a .svg, .png or .html file name")
+    module = DRAWN_BY[suffix]
+    if module is not None:
+        require(f"-o {out.name}", module)
+    return suffix
+
+
 def render(views: list[RunView], out: Path, arrows: bool = False) -> None:
     """Write ``out`` (.svg, .png or .html) with the runs stacked on one time axis."""
-    suffix = out.suffix.lower()
-    if suffix not in (".svg", ".png", ".html"):
-        raise InputError(f"-o {out}: use a .svg, .png or .html file name")
+    suffix = check_output(out)
     tmp = out.with_name(f".{out.stem}.partial{suffix}")
     if suffix == ".svg":
         write_svg(views, tmp, arrows)

@@ -29,6 +29,7 @@ from tfa_sim.explore.sweep.results import REFERENCES, RESULTS, ResultWriter, cla
 from tfa_sim.explore.sweep.schema import filled, show
 from tfa_sim.explore.sweep.spec import Sweep, load_sweep
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.extras import require
 from tfa_sim.spec.load import parse_config
 
 DASK_CONNECT_TIMEOUT = 5  # seconds to reach a --scheduler before giving up
@@ -95,6 +96,8 @@ def check_executor(jobs: int, executor: str) -> None:
         raise InputError(f"--jobs {jobs}: give at least 1 worker")
     if executor not in ("local", "dask"):
         raise InputError(f"--executor {executor!r}: use local or dask")
+    if executor == "dask":
+        require("--executor dask", "dask", "distributed")
 
 
 def run_sweep(source: str | Path | Mapping[str, Any], out: Path, jobs: int, executor: str = "local",
@@ -202,10 +205,8 @@ def _lost(point: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
 def _run_dask(tasks: Iterable[dict[str, Any]], executor: Executor) -> Generator[tuple[dict, dict]]:
     """Rows from a dask.distributed LocalCluster of ``jobs`` processes, or the cluster at ``scheduler``; at most
     ``executor.window`` points submitted at a time (None: all at once)."""
-    try:
-        from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise InputError("--executor dask needs dask.distributed: pip install \"dask[distributed]\"") from None
+    from dask.distributed import Client, LocalCluster, as_completed
+
     from tfa_sim.explore.sweep.runpoint import run_task
 
     cluster = None if executor.scheduler else LocalCluster(n_workers=executor.jobs, threads_per_worker=1,

@@ -21,6 +21,7 @@ from typing import Any
 from tfa_sim.explore.sweep.points import is_shape
 from tfa_sim.explore.sweep.results import write_atomic
 from tfa_sim.explore.sweep.spec import METRICS
+from tfa_sim.spec.extras import missing
 
 MAX_PANELS = 48
 PRELOAD, SERIES = "schedule.qk_preload", "tiling.tile_s1"
@@ -212,8 +213,9 @@ def draw(out: Path, rows: list[dict[str, Any]], axes: list[str], metric: str) ->
             continue
         record = {"file": str(out / name), "panels": [{k: p[k] for k in ("title", "where", "best")}
                                                        for p in panels]}
-        if len(panels) > MAX_PANELS:
-            written.append({**record, "file": None, "skipped": f"{len(panels)} panels > {MAX_PANELS}"})
+        skipped = f"{len(panels)} panels > {MAX_PANELS}" if len(panels) > MAX_PANELS else missing(name, "matplotlib")
+        if skipped:  # too many panels to read, or no matplotlib (the sweep's report stands without its plots)
+            written.append({**record, "file": None, "skipped": skipped})
             continue
         rest = [_short(a) for a in other if a not in panels[0]["keys"]]
         _render(out / name, panels, drawer, size, metric, f"{metric} ({better} is better); {per}; "

@@ -213,6 +213,8 @@ def format_report(s: dict[str, Any]) -> str:
     if s["stall_changes"]:
         lines.append("  stalls, defaults → best (cycles summed over pipes): " + "; ".join(
             f"{c['stage']} {c['cause']} {_cycles(c['defaults'])} → {_cycles(c['best'])}" for c in s["stall_changes"]))
+    if s.get("landscape_skipped"):
+        lines.append(f"  {s['landscape_skipped']}")
     return "\n".join(lines)
 
 

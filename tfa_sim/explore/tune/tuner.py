@@ -27,6 +27,7 @@ from tfa_sim.rundir.directory import RunDir, atomic_write
 from tfa_sim.rundir.outputs import new_run_dir
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError, ScheduleError
+from tfa_sim.spec.extras import missing
 from tfa_sim.spec.load import build_config, parse_config
 
 SPACE_RECORD, TUNE_JSON, BEST, REPORT, LANDSCAPE = "space.json", "tune.json", "best.toml", "report.txt", "landscape.png"
@@ -157,11 +158,12 @@ def _write(rd: RunDir, summary: dict[str, Any]) -> None:
     """tune.json, report.txt, landscape.png and best.toml, each whole."""
     if summary["best"] is None:
         raise ScheduleError(f"no finalist ran: {summary['search']['stop']}; see {rd.path / RESULTS}")
+    summary["landscape_skipped"] = missing(LANDSCAPE, "matplotlib")  # the tune stands without its picture
     text = json.dumps(summary, indent=1, default=str) + "\n"
     atomic_write(rd.file(TUNE_JSON), lambda fh: fh.write(text.encode()))
     report = format_report(summary) + "\n"
     atomic_write(rd.file(REPORT), lambda fh: fh.write(report.encode()))
-    png = landscape_png(summary)
+    png = None if summary["landscape_skipped"] else landscape_png(summary)
     if png is not None:
         atomic_write(rd.file(LANDSCAPE), lambda fh: fh.write(png))
     best, metric = summary["best"], summary["metric"]
