@@ -208,12 +208,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from tfa_sim.api.library import sweep
-    from tfa_sim.explore.sweep import default_out, format_sweep_report, sweep_report
+    # run_sweep, which tfa_sim.sweep wraps in a DataFrame: importing the API (pandas, the run path) before the
+    # workers fork took 0.5 s of a 2 s --jobs 2 sweep, time no worker can share (benchmarks/README.md, issue 44).
+    from tfa_sim.explore.sweep import default_out, format_sweep_report, run_sweep, sweep_report
 
     out = Path(args.out) if args.out else default_out(args.file)
-    points = sweep(args.file, jobs=args.jobs, out=out, executor=args.executor, scheduler=args.scheduler,
-                   progress=not args.no_progress)
+    points = run_sweep(args.file, out, args.jobs, args.executor, args.scheduler, progress=not args.no_progress)
     report = sweep_report(out, plots=not args.no_plots)
     print(f"tfa-sim sweep: {len(points)} points in {out}/results.jsonl (+ results.csv): "
           + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
