@@ -1,6 +1,8 @@
-"""Shared fixtures: the reference kernel's data files and small config helpers."""
+"""Shared fixtures: the reference kernel's data files and small config helpers; how the suite spreads over
+pytest-xdist's workers (the test command runs on every CPU: pyproject's addopts)."""
 from __future__ import annotations
 
+import compileall
 import dataclasses
 import gzip
 from pathlib import Path
@@ -28,6 +30,17 @@ EXTRA_CONFIGS = {
     "H_64_S0_256_S1_1024": {"case": {"head": 64, "s0": 256, "s1": 1024}},
     "gqa_heads_8_kv_2": {"case": {"s0": 128, "s1": 512, "batch": 2, "heads": 8, "kv_heads": 2}},
 }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile tfa_sim once, before the workers start: where ``PYTHONDONTWRITEBYTECODE`` is set (this
+    machine, CI) every ``python -m tfa_sim`` a test starts would otherwise compile the package from source again,
+    0.1–0.3 s each, hundreds of times (benchmarks/README.md, issue 44).  A read-only install is left alone."""
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without workers
+        import tfa_sim
+
+        compileall.compile_dir(Path(tfa_sim.__file__).parent, quiet=2)
 
 
 def reference_config(name: str):

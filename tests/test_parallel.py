@@ -1,10 +1,13 @@
-"""tfa_sim.sim.parallel: each sweep worker's share of the CPUs, and work forked from inside a worker."""
+"""tfa_sim.sim.parallel: each sweep worker's share of the CPUs, work forked from inside a worker, and a worker's
+memory (no cyclic GC, retired past a bound)."""
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
 
+from tfa_sim.explore.sweep import pool
 from tfa_sim.explore.sweep.pool import WorkerPool
 from tfa_sim.sim.parallel import Forked, can_fork, spare_cpus
 
@@ -37,3 +40,31 @@ def test_a_failing_helper_gives_none_and_is_reaped():
         helper.close()
     with pytest.raises(ChildProcessError):
         os.waitpid(helper._pid, os.WNOHANG)
+
+
+_HELD: list[bytes] = []
+
+
+def hold_memory(_item: object) -> tuple[int, bool]:
+    """Run in a sweep worker: keep 8 MiB alive (as uncollected garbage would), report the process and its GC."""
+    _HELD.append(b"\x01" * 8 * 2**20)  # written, so resident (zeros would be mapped lazily)
+    return os.getpid(), gc.isenabled()
+
+
+def test_a_worker_runs_without_gc_and_retires_when_its_memory_grows(monkeypatch):
+    """A worker's garbage is left to its exit: past RETIRE_BYTES of growth it hands back its result and a fresh
+    worker takes the next item; no item is lost or run twice."""
+    monkeypatch.setattr(pool, "RETIRE_BYTES", 20 * 2**20)
+    with WorkerPool(hold_memory, 1) as workers:
+        outcomes = [outcome for _, outcome in workers.imap_unordered(range(9))]
+    assert [kind for kind, _ in outcomes] == ["done"] * 9
+    pids = [pid for _, (pid, _gc) in outcomes]
+    assert not any(enabled for _, (_pid, enabled) in outcomes)
+    assert 3 <= len(set(pids)) <= 5, pids  # 8 MiB an item, retiring past 20 MiB: every third item or so
+    assert pids == sorted(pids, key=pids.index)  # each worker's items in one run, none shared back
+
+
+def test_a_timeout_beyond_what_poll_takes_still_waits_for_the_result():
+    """[sweep] point_timeout = 2⁶³ − 1 is accepted; the pool waits in bounded steps instead of overflowing."""
+    with WorkerPool(hold_memory, 1, timeout=float(2**63 - 1)) as workers:
+        assert [kind for _, (kind, _value) in workers.imap_unordered([None])] == ["done"]

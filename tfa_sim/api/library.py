@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfa_sim.api import runner
-from tfa_sim.api.result import ProfileResult, Result
 from tfa_sim.spec import load
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
@@ -26,6 +24,8 @@ from tfa_sim.spec.safety import check_path, is_name, plain, show
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tfa_sim.api.result import ProfileResult, Result
 
 
 def load_config(path: str | Path | None = None, *, case: str | None = None,
@@ -86,6 +86,9 @@ def run(config: Config | str | Path | None = None, *, case: str | None = None,
     keeps no log; ``inputs`` a directory of q/k/v ``.npy`` or ``.bin``.  ``out``: the run directory to write
     (True: a new ``runs/<case>-<time>``); without it nothing is written.  ``fold``, ``events_csv`` and
     ``trace_window`` are the command's ``--fold``, ``--events-csv`` and ``--trace-window``."""
+    from tfa_sim.api import runner
+    from tfa_sim.api.result import Result
+
     extra = dict(overrides or {})
     if backend is not None:
         extra["numerics.backend"] = backend
@@ -237,6 +240,8 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     is ``config`` (a :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config`
     takes them; it runs timing only.  ``out``: the directory to write (True: a new ``runs/profile-<case>-<time>``);
     without it nothing is written.  Every check runs before anything is written."""
+    from tfa_sim.api import runner
+    from tfa_sim.api.result import ProfileResult
     from tfa_sim.rundir.msprof import read_profile
     from tfa_sim.spec.geometry import launch_geometry
     from tfa_sim.spec.hardware import load_hardware

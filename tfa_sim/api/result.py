@@ -20,7 +20,6 @@ from tfa_sim.rundir.events import EventLog
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
-from tfa_sim.views import profile as profile_view
 from tfa_sim.views.svg_timeline import svg_text
 from tfa_sim.views.timeline import figure, make_view
 
@@ -32,6 +31,13 @@ if TYPE_CHECKING:
 #: The notebook view draws core 0, and only its first tiles when it has more events than this.
 REPR_EVENTS = 4000
 REPR_TILES = (0, 4)
+
+
+def _profile_view() -> Any:
+    """tfa_sim.views.profile, imported when a profile is shown: a run needs none of the board readers it brings."""
+    from tfa_sim.views import profile
+
+    return profile
 
 
 class Events:
@@ -165,17 +171,17 @@ class ProfileResult:
         require("ProfileResult.to_pandas()", "pandas")
         import pandas as pd
 
-        return pd.DataFrame(profile_view.table_rows(self.report)).set_index("pipe")
+        return pd.DataFrame(_profile_view().table_rows(self.report)).set_index("pipe")
 
     def figure(self) -> Figure:
         """The per-pipe bar chart (profile.png) as a matplotlib Figure."""
         require("ProfileResult.figure()", "matplotlib")
-        return profile_view.figure(self.report)
+        return _profile_view().figure(self.report)
 
     def save(self, out: str | Path | None) -> Path:
         """Write profile.json, profile.png and profile.svg into ``out`` (None: a new ``runs/profile-<case>-<time>``)
         by the directory rules of README "Safety"; returns the directory."""
-        self.out_dir = profile_view.write_profile(self.report, out)
+        self.out_dir = _profile_view().write_profile(self.report, out)
         return self.out_dir
 
     def __repr__(self) -> str:
@@ -183,4 +189,4 @@ class ProfileResult:
                 f"{self.model_us:.3f} µs, largest {self.largest[:3]})")
 
     def _repr_html_(self) -> str:
-        return profile_view.html(self.report)
+        return _profile_view().html(self.report)

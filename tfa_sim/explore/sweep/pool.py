@@ -9,9 +9,17 @@ the parent ends: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` on Linux, or else a
 thread that exits the worker when its parent process id changes.  A worker
 that dies, or runs one item longer than ``timeout`` seconds (then it is
 killed), is replaced and its item reported as ``died``/``timeout``.
+
+A worker runs without the cyclic garbage collector: a simulation leaves millions of objects in reference
+cycles, and collecting them cost a worker seconds at unpredictable points (one pass over 2 M objects took 3.5
+of a 9 s ``--jobs 1`` sweep of configs/sweeps/chips.toml), while the heap it inherited was walked, and so
+copied page by page, by every full pass.  Instead the worker retires once its peak memory has grown by
+:data:`RETIRE_BYTES`: it hands back its last result, exits, and a fresh worker is forked in its place, so the
+kernel frees the garbage at once (benchmarks/README.md, issue 44).
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -25,6 +33,10 @@ from typing import Any
 from tfa_sim.sim.parallel import WORKER_CPUS, bind_to_parent, spare_cpus
 
 _END = object()
+#: A worker retires after its peak memory has grown by this much (its garbage is never collected, see above).
+RETIRE_BYTES = 256 * 2**20
+#: The longest single wait for a result (s); the loop waits again until an item's ``timeout`` has passed.
+MAX_WAIT = 3600.0
 
 
 def start_method() -> str:
@@ -32,19 +44,38 @@ def start_method() -> str:
     return "fork" if sys.platform.startswith("linux") else "spawn"
 
 
+def _peak_bytes() -> int | None:
+    """This process's peak resident memory in bytes, None where it cannot be read (no ``resource``)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
 def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int, cpus: int) -> None:
-    """A worker's life: items from ``conn`` → ``fn(item)`` back, until the pipe closes.  Ctrl-C is the
-    parent's to handle (it kills the workers), so the worker ignores SIGINT.  ``cpus``: the worker's share
-    of the CPUs (tfa_sim.sim.parallel.spare_cpus)."""
+    """A worker's life: items from ``conn`` → ``(fn(item), retiring)`` back, until the pipe closes or it
+    retires (module docstring).  Ctrl-C is the parent's to handle (it kills the workers), so the worker
+    ignores SIGINT.  ``cpus``: the worker's share of the CPUs (tfa_sim.sim.parallel.spare_cpus)."""
     bind_to_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ[WORKER_CPUS] = str(cpus)
+    start = _peak_bytes()
+    if start is not None:  # where memory can be watched, garbage is left to the worker's exit
+        gc.freeze()
+        gc.disable()
     while True:
         try:
             item = conn.recv()
         except (EOFError, OSError):
             return
-        conn.send(fn(item))
+        value = fn(item)
+        peak = _peak_bytes()
+        retiring = start is not None and peak is not None and peak - start > RETIRE_BYTES
+        conn.send((value, retiring))
+        if retiring:
+            return
 
 
 @dataclass
@@ -53,6 +84,7 @@ class _Worker:
     conn: Any
     item: Any = _END
     started: float = 0.0
+    retiring: bool = False
 
 
 class WorkerPool:
@@ -89,7 +121,7 @@ class WorkerPool:
                 outcome = self._outcome(w) if w.item is not _END else None
                 if outcome is not None:
                     item, w.item = w.item, _END
-                    if outcome[0] != "done":
+                    if outcome[0] != "done" or w.retiring:
                         self._workers[i] = self._replace(w)
                     yield item, outcome
 
@@ -104,14 +136,17 @@ class WorkerPool:
         w.item, w.started = item, time.monotonic()
 
     def _wait_time(self, busy: list[_Worker]) -> float | None:
+        """Seconds until the oldest busy item times out (None: no timeout), at most :data:`MAX_WAIT`: a
+        ``point_timeout`` of 2⁶³ s overflowed the poll's timeout (found by tests/test_sweep_fuzz.py)."""
         if not self._timeout:
             return None
-        return max(0.0, min(w.started for w in busy) + self._timeout - time.monotonic())
+        return min(MAX_WAIT, max(0.0, min(w.started for w in busy) + self._timeout - time.monotonic()))
 
     def _outcome(self, w: _Worker) -> tuple[str, Any] | None:
         if w.conn.poll():
             try:
-                return "done", w.conn.recv()
+                value, w.retiring = w.conn.recv()
+                return "done", value
             except (EOFError, OSError):
                 w.proc.join(5)
                 return "died", w.proc.exitcode
