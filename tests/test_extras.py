@@ -63,9 +63,11 @@ def test_each_extra_brings_the_modules_tfa_sim_asks_it_for():
 
 
 def test_all_holds_every_extra_and_the_test_extra_holds_all():
+    """[all] is every extra of the package's own (not [test], nor [docs]: the site's tools, which tfa_sim never
+    imports); [test] holds [all]."""
     extras = PYPROJECT["optional-dependencies"]
     (everything,) = [Requirement(r) for r in extras["all"]]
-    assert everything.name == "tfa-sim" and everything.extras == set(extras) - {"all", "test"}
+    assert everything.name == "tfa-sim" and everything.extras == set(extras) - {"all", "test", "docs"}
     assert set(EXTRA_OF.values()) <= everything.extras
     assert "tfa-sim[all]" in extras["test"], "the README's first command must install everything the tests use"
 
