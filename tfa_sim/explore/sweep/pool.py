@@ -13,7 +13,7 @@ killed), is replaced and its item reported as ``died``/``timeout``.
 A worker runs without the cyclic garbage collector: a simulation leaves millions of objects in reference
 cycles, and collecting them cost a worker seconds at unpredictable points (one pass over 2 M objects took 3.5
 of a 9 s ``--jobs 1`` sweep of configs/sweeps/chips.toml), while the heap it inherited was walked, and so
-copied page by page, by every full pass.  Instead the worker retires once its peak memory has grown by
+copied page by page, by every full pass.  Instead the worker retires once its resident memory has grown by
 :data:`RETIRE_BYTES`: it hands back its last result, exits, and a fresh worker is forked in its place, so the
 kernel frees the garbage at once (benchmarks/README.md, issue 44).
 """
@@ -33,7 +33,7 @@ from typing import Any
 from tfa_sim.sim.parallel import WORKER_CPUS, bind_to_parent, spare_cpus
 
 _END = object()
-#: A worker retires after its peak memory has grown by this much (its garbage is never collected, see above).
+#: A worker retires after its resident memory has grown by this much (its garbage is never collected, see above).
 RETIRE_BYTES = 256 * 2**20
 #: The longest single wait for a result (s); the loop waits again until an item's ``timeout`` has passed.
 MAX_WAIT = 3600.0
@@ -44,14 +44,16 @@ def start_method() -> str:
     return "fork" if sys.platform.startswith("linux") else "spawn"
 
 
-def _peak_bytes() -> int | None:
-    """This process's peak resident memory in bytes, None where it cannot be read (no ``resource``)."""
+def _resident_bytes() -> int | None:
+    """This process's resident memory now, in bytes; None where it cannot be read (no ``/proc``).
+
+    The current figure, not the peak: a forked worker inherits its parent's peak (``ru_maxrss``), so
+    growth measured against a large parent peak would never show."""
     try:
-        import resource
-    except ImportError:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
         return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
 def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int, cpus: int) -> None:
@@ -61,7 +63,7 @@ def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int, cpus: int) -> N
     bind_to_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ[WORKER_CPUS] = str(cpus)
-    start = _peak_bytes()
+    start = _resident_bytes()
     if start is not None:  # where memory can be watched, garbage is left to the worker's exit
         gc.freeze()
         gc.disable()
@@ -71,8 +73,8 @@ def _serve(conn: Any, fn: Callable[[Any], Any], parent_pid: int, cpus: int) -> N
         except (EOFError, OSError):
             return
         value = fn(item)
-        peak = _peak_bytes()
-        retiring = start is not None and peak is not None and peak - start > RETIRE_BYTES
+        now = _resident_bytes()
+        retiring = start is not None and now is not None and now - start > RETIRE_BYTES
         conn.send((value, retiring))
         if retiring:
             return
