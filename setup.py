@@ -5,7 +5,7 @@ Everything else lives in pyproject.toml; setuptools needs ``cffi_modules`` and t
 packages are found here because pyproject's ``packages.find`` cannot add the top-level configs/ beside them.
 mypyc turns the listed modules — what runs once or more per instruction group: the pipes, issue streams,
 GM, slot/flag pools, FIFOs, the SimPy adapter, the stage programs and the event log — into C extensions
-from the same typed source (README "The compiled hot path"); the source is what runs when
+from the same typed source (docs/guide/layout.md, "The compiled hot path"); the source is what runs when
 ``TFA_SIM_PURE_PYTHON=1`` is set at install time (same results, slower).  How the build is made fast
 (docs/dependencies.md, "The compiled hot path's build"): mypyc runs only when the extensions are built, one C
 file per module, compiled on every CPU.

@@ -162,7 +162,7 @@ def test_one_flipped_bit_fails_exact_naming_the_tensor(fixture_runs, tmp_path, n
 
 
 def test_npu_mode_passes_the_kernel_rule_but_not_exact(fixture_runs):
-    """Default mode: within the kernel's comparison rule of CPU_SIM, not bit-equal (README "Numerics")."""
+    """Default mode: within the kernel's comparison rule of CPU_SIM, not bit-equal (docs/guide/numerics.md)."""
     case = "H128_S0_128_S1_512_T256_seed7"
     run_dir = fixture_runs[case, "npu"]
     r = tfa_check(str(run_dir), "--kernel-dumps", str(CPU_SIM_DATA / case))

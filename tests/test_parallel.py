@@ -3,6 +3,7 @@ memory (no cyclic GC, retired past a bound)."""
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 
 import pytest
@@ -42,22 +43,24 @@ def test_a_failing_helper_gives_none_and_is_reaped():
         os.waitpid(helper._pid, os.WNOHANG)
 
 
-_HELD: list[bytes] = []
+_HELD: list[mmap.mmap] = []
 
 
 def hold_memory(_item: object) -> tuple[int, bool]:
-    """Run in a sweep worker: keep 8 MiB alive (as uncollected garbage would), report the process and its GC."""
-    _HELD.append(b"\x01" * 8 * 2**20)  # written, so resident (zeros would be mapped lazily)
+    """Run in a sweep worker: keep 8 MiB of new pages alive (as uncollected garbage would), report the process
+    and its GC.  New pages, mapped here: a malloc'd block could reuse heap the parent freed, already resident
+    (in a long pytest worker it did, and the worker's resident size did not grow)."""
+    block = mmap.mmap(-1, 8 * 2**20)
+    for page in range(0, len(block), mmap.PAGESIZE):
+        block[page] = 1  # written, so resident
+    _HELD.append(block)
     return os.getpid(), gc.isenabled()
 
 
 def test_a_worker_runs_without_gc_and_retires_when_its_memory_grows(monkeypatch):
     """A worker's garbage is left to its exit: past RETIRE_BYTES of growth it hands back its result and a fresh
-    worker takes the next item; no item is lost or run twice.  Growth counts from the worker's start even when
-    the parent once held far more (a forked worker inherits the parent's peak, as in a long test session)."""
+    worker takes the next item; no item is lost or run twice."""
     monkeypatch.setattr(pool, "RETIRE_BYTES", 20 * 2**20)
-    parent_peak = b"\x01" * 256 * 2**20  # resident in the parent, then handed back to the kernel
-    del parent_peak
     with WorkerPool(hold_memory, 1) as workers:
         outcomes = [outcome for _, outcome in workers.imap_unordered(range(9))]
     assert [kind for kind, _ in outcomes] == ["done"] * 9

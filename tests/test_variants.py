@@ -1,4 +1,4 @@
-"""Kernel variants (README "Decode", "Masks"): short blocks, GQA packing, split-S1 with its combine, bf16,
+"""Kernel variants (docs/guide/decode.md, masks.md): short blocks, GQA packing, split-S1 with its combine, bf16,
 block orders, sliding window, logit softcap, mask files — bits, goldens, timing and refusals."""
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def test_block_orders_permute_the_same_blocks():
 
 def test_balance_is_reported_and_zigzag_beats_row_order_on_causal():
     """On 8 cores the shared L2 has headroom, so evening out the cores' work shortens the run (on 24 cores at
-    this size the L2 channel binds and row order wins: README "Causal balance")."""
+    this size the L2 channel binds and row order wins: docs/guide/masks.md, "Causal balance")."""
     def run(order):
         cfg = config(case={"s0": 8192, "s1": 8192, "causal": True}, schedule={"block_order": order},
                      numerics={"enabled": False}, hardware={"cores": 8})

@@ -1,6 +1,6 @@
 """tfa-sim: a bit-accurate, timed simulator of the tiled FlashAttention (TFA) kernel of Ascend A2/A3 NPUs.
 
-The command is ``tfa-sim`` (README.md, ``tfa-sim --help``); the same as a library (README "Python API")::
+The command is ``tfa-sim`` (README.md, ``tfa-sim --help``); the same as a library (docs/guide/python-api.md)::
 
     import tfa_sim
     r = tfa_sim.run(case="case_float_H_128_S0_128_S1_1024", overrides={"schedule.qk_preload": 2})

@@ -343,7 +343,7 @@ def _run_parsers(sub: Any) -> None:
     p.add_argument("--trace-window", metavar="CORES",
                    help=f"trace.json for cores a:b only, e.g. 0:4 (the default beyond {TRACE_MAX_EVENTS} events)")
     p.add_argument("--fold", action="store_true", help="with --no-numerics: estimate the time of a long unmasked "
-                   "run from short samples (no event log; README \"Decode\")")
+                   "run from short samples (no event log; docs/guide/decode.md)")
     p.add_argument("--mask", help=".npy boolean mask (True = masked), S0×S1 or [batch, heads, S0, S1]")
     p.add_argument("--intermediate-check", action="store_true",
                    help="dump every stage's output per block and tile to RUN/dumps/ (then: tfa-sim check RUN)")
@@ -375,7 +375,7 @@ def _run_parsers(sub: Any) -> None:
 
 def _profile_parser(sub: Any) -> None:
     """``profile``."""
-    p = sub.add_parser("profile", help="a board's profile beside the model, pipe by pipe (README \"Profiles\")")
+    p = sub.add_parser("profile", help="a board's profile beside the model, pipe by pipe (docs/profiles.md)")
     p.add_argument("profile", metavar="DIR", help="the OPPROF_… directory of msprof op, the PROF_… directory of "
                    "msprof --application (or its op_summary_*.csv), a torch_npu …_ascend_pt directory (or its "
                    "kernel_details.csv), or a msprof_*.db or ascend_pytorch_profiler_*.db (docs/profiles.md)")
@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; errors are one line on stderr and the exit code of README, "Exit codes"."""
+    """Run one command; errors are one line on stderr and the exit code of docs/guide/exit-codes.md."""
     args = build_parser().parse_args(argv)
     args.fast_exit = argv is None  # the process's own command line: nothing runs after this command
     if args.fast_exit:

@@ -1,4 +1,4 @@
-"""The installed package's Python API, each function once on a small case (README "Python API"): smoke.sh runs it
+"""The installed package's Python API, each function once on a small case (docs/guide/python-api.md): smoke.sh runs it
 from an empty directory in the wheel's and the sdist's venvs.  Writes what it saw to the JSON file it is given;
 tests/test_packaging.py fails when a function ``tfa_sim`` exports is not called here."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``tfa_sim.calibrate``: the timing model's fit to measured launches, or (``check=True``) the presets beside them.
 
-What ``tfa-sim calibrate`` runs (README "Calibration", docs/calibration.md); the command calls this and prints its
+What ``tfa-sim calibrate`` runs (docs/guide/calibration.md, docs/calibration.md); the command calls this and prints its
 report.  Nothing is written unless asked for: ``out`` (a directory, or True: a new ``runs/calibration-<time>``)
 receives the report, the JSON record and (a fit) the fitted presets; ``write_presets`` also overwrites the
 shipped presets in configs/hw/ (developers).

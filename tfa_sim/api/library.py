@@ -204,7 +204,7 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
          space: str | Path | Mapping[str, Any] | None = None, budget_s: float | None = None, jobs: int = 1,
          executor: str = "local", scheduler: str | None = None, out: str | Path | bool | None = None, top: int = 5,
          progress: bool = False, echo: Callable[[str], Any] | None = None) -> TuneResult:
-    """``tfa-sim tune``: the best legal schedule for a case (README, "Tuning").  The case is ``config`` (a
+    """``tfa-sim tune``: the best legal schedule for a case (docs/guide/tuning.md).  The case is ``config`` (a
     :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config` takes them;
     ``space`` a sweep file or its tables as a mapping (None: the default space); ``budget_s`` the wall seconds
     for the whole tune; ``jobs``, ``executor`` and ``scheduler`` run the simulations as ``sweep`` does.
@@ -232,8 +232,8 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
 def profile(path: str | Path, config: Config | str | Path | None = None, *, case: str | None = None,
             overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, op: str | None = None,
             launch: int | None = None, out: str | Path | bool | None = None) -> ProfileResult:
-    """``tfa-sim profile``: a board's profile of the kernel beside the model's run of the config (README
-    "Profiles", docs/profiles.md).  ``path``: the directory ``msprof op`` wrote, the ``PROF_…`` directory of ``msprof
+    """``tfa-sim profile``: a board's profile of the kernel beside the model's run of the config
+    (docs/profiles.md).  ``path``: the directory ``msprof op`` wrote, the ``PROF_…`` directory of ``msprof
     --application`` or its op summary CSV, a torch_npu ``…_ascend_pt`` directory or its kernel_details.csv, a
     ``msprof_*.db`` or ``ascend_pytorch_profiler_*.db``; ``op``: the operator's name where the profile holds several;
     ``launch``: compare that launch of it alone (0-based, in start-time order; default: the mean of all).  The config

@@ -101,8 +101,8 @@ class Result:
         return self._done.out_dir
 
     def save(self, out: str | Path) -> Path:
-        """Write the run directory ``out`` (what ``tfa-sim run --out`` writes; the directory's rules, README
-        "Safety", apply) and return its path."""
+        """Write the run directory ``out`` (what ``tfa-sim run --out`` writes; the directory's rules,
+        docs/guide/safety.md, apply) and return its path."""
         return runner.write(self._done, out)
 
     def timeline(self, *, by: str | None = None, cores: Iterable[int] | None = None,
@@ -180,7 +180,7 @@ class ProfileResult:
 
     def save(self, out: str | Path | None) -> Path:
         """Write profile.json, profile.png and profile.svg into ``out`` (None: a new ``runs/profile-<case>-<time>``)
-        by the directory rules of README "Safety"; returns the directory."""
+        by the directory rules of docs/guide/safety.md; returns the directory."""
         self.out_dir = _profile_view().write_profile(self.report, out)
         return self.out_dir
 

@@ -12,8 +12,8 @@ SimPy's order (so the engine's events are processed by :func:`run`, not by
 ``env.run()``); SimPy's own loop run here (compiled with this module,
 setup.py); and a direct read of the clock.  With the environment variable
 ``TFA_SIM_PUBLIC_SIMPY=1`` all three use SimPy's public API instead (same
-results, same order of events); the measured difference is in README "Timing
-model" (``benchmarks/bench_sim.py --public-simpy``).
+results, same order of events); the measured difference is in docs/timing.md
+"Events and pipes" (``benchmarks/bench_sim.py --public-simpy``).
 """
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def _sha256(data: bytes | np.ndarray) -> str:
 
 
 def validate(inputs: Inputs, config: Config) -> Inputs:
-    """Check dtype, shape and finiteness; NaN/Inf are rejected (README, "Numerics")."""
+    """Check dtype, shape and finiteness; NaN/Inf are rejected (docs/guide/numerics.md)."""
     want, dtype = shapes(config), config.case.dtype
     for name in ("q", "k", "v"):
         a = getattr(inputs, name)

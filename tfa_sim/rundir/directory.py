@@ -1,6 +1,6 @@
 """Directories tfa-sim writes into — a run's ``--out``, ``gen-data --out`` — and how it writes there.
 
-The rules (README, "Safety"):
+The rules (docs/guide/safety.md):
 
 * **Atomic files.** A file is written under a fresh name made by ``mkstemp`` in the same directory
   (``O_EXCL``: an existing file or symlink there is never opened) and renamed over its final name

@@ -7,7 +7,7 @@ and per core a few FIFO tiles; with the event log every instruction group costs 
 ``gen-data`` hold every intermediate over the whole run (``tfa_sim.sim.functional.empty_intermediates``).
 The estimate is compared with the limit — ``numerics.mem_limit_gib``, by default
 :data:`AUTO_FRACTION` of the memory available now (``MemAvailable``, the cgroup's limit, ``RLIMIT_AS``) —
-and a command that would exceed it stops at once with the estimate and the ways out (README, "Safety").
+and a command that would exceed it stops at once with the estimate and the ways out (docs/guide/safety.md).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ them (:func:`_measure`); the figures are the same either way.
 
 Folding is a timing-only approximation, asked for explicitly (``tfa-sim run
 --fold``, ``[sweep] fold = true``); its error against full runs is measured in
-``benchmarks/bench_fold.py`` and stated in the README ("Decode").  Runs with a
+``benchmarks/bench_fold.py`` and stated in docs/guide/decode.md.  Runs with a
 mask are never folded (their blocks differ), nor are launches that the manual
 build's prefetch makes uneven (:func:`foldable`), and a run too small to gain is
 simulated in full.

@@ -1,4 +1,4 @@
-"""The error kinds tfa-sim reports, each with its exit code (README, "Exit codes").
+"""The error kinds tfa-sim reports, each with its exit code (docs/guide/exit-codes.md).
 
 :class:`TfaSimError` is the one exception type of the library (``tfa_sim.TfaSimError``): the command prints
 its message as one line and exits with its code.

@@ -42,7 +42,7 @@ def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv:
     (``last`` is False throughout for a split-S1 chunk, which leaves the division to the combine).
 
     tfa-sim always divides after the last tile, unlike the reference kernel's
-    single-tile shortcut (README "Numerics").
+    single-tile shortcut (docs/guide/numerics.md).
     """
     o = backend.compute_gu(None if first else running_o, pv, l1_exp_max)
     return backend.normalize(o, l2_global_sum) if last else o

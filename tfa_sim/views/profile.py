@@ -1,5 +1,5 @@
-"""A board's profile (msprof's or torch_npu's) beside the model, pipe by pipe: ``tfa-sim profile`` (README
-"Profiles", docs/profiles.md).
+"""A board's profile (msprof's or torch_npu's) beside the model, pipe by pipe: ``tfa-sim profile``
+(docs/profiles.md).
 
 The board's task duration (one launch's, or the mean of many, their spread given beside it) stands against the
 model's kernel time (docs/timing.md, "What msprof's Task Duration is"), and every pipe's busy time per core — the
@@ -340,7 +340,7 @@ def check_charts() -> None:
 
 def write_profile(report: dict[str, Any], out: str | Path | None) -> Path:
     """profile.json, profile.png and profile.svg into ``out`` (None: a new ``runs/profile-<case>-<time>``), by
-    the rules of every directory tfa-sim writes (README "Safety")."""
+    the rules of every directory tfa-sim writes (docs/guide/safety.md)."""
     check_charts()
     from tfa_sim.rundir.directory import RunDir, atomic_write_via
     from tfa_sim.rundir.outputs import new_run_dir, write_json

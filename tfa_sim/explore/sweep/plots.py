@@ -143,7 +143,7 @@ def _draw_heatmap(ax: Any, panel: dict[str, Any], metric: str) -> None:
     ax.set_xlabel(_short(kx))
     ax.set_ylabel(_short(ky))
     ax.figure.colorbar(im, ax=ax, label=metric)
-    ax.set_title(_best_title(panel), fontsize=9)
+    ax.set_title(_best_title(panel), fontsize=9, y=1.0)  # y given: no search for top tick labels to clear
 
 
 def _draw_lines(ax: Any, panel: dict[str, Any], metric: str) -> None:
@@ -165,7 +165,7 @@ def _draw_lines(ax: Any, panel: dict[str, Any], metric: str) -> None:
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title(_best_title(panel), fontsize=9)
+    ax.set_title(_best_title(panel), fontsize=9, y=1.0)  # y given: no search for top tick labels to clear
 
 
 def _render(path: Path, panels: list[dict[str, Any]], drawer: Any, size: tuple[float, float], metric: str,
@@ -177,16 +177,15 @@ def _render(path: Path, panels: list[dict[str, Any]], drawer: Any, size: tuple[f
 def figure_png(panels: list[dict[str, Any]], drawer: Any, size: tuple[float, float], metric: str,
                suptitle: str) -> bytes:
     """``drawer(ax, panel, metric)`` for each panel in a grid of 2 or 3 columns, ``size`` inches each: PNG bytes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     cols = min(len(panels), 2 if len(panels) <= 4 else 3)
     rows = math.ceil(len(panels) / cols)
     width, height = size[0] * cols, size[1] * rows + 0.4
-    # fixed margins in inches (tight_layout would measure every label: most of the drawing time)
-    fig, grid = plt.subplots(rows, cols, figsize=(width, height), squeeze=False, gridspec_kw={
+    # fixed margins in inches (tight_layout would measure every label: most of the drawing time); made without
+    # pyplot (no backend chosen, no figure manager: a notebook's state is left alone, and pyplot's import saved)
+    fig = Figure(figsize=(width, height))
+    grid = fig.subplots(rows, cols, squeeze=False, gridspec_kw={
         "left": 0.8 / width, "right": 1 - 0.2 / width, "bottom": 0.55 / height, "top": 1 - 0.95 / height,
         "wspace": 0.35, "hspace": 1.4 / size[1]})
     for ax in grid.flat[len(panels):]:
@@ -196,7 +195,6 @@ def figure_png(panels: list[dict[str, Any]], drawer: Any, size: tuple[float, flo
     fig.suptitle(suptitle, fontsize=10, y=1 - 0.15 / height)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
     return buf.getvalue()
 
 

@@ -2,7 +2,7 @@
 
 A sweep file is a ``[base]`` config, an ``[axes]`` table of dotted keys to
 values (a list, ``{start, stop, step}`` or ``{start, stop, factor}``, both
-inclusive) and an optional ``[sweep]`` table (README, "Sweeps").  Everything
+inclusive) and an optional ``[sweep]`` table (docs/guide/sweeps.md).  Everything
 that can be checked without simulating is checked here, so a bad file stops
 with one :class:`~tfa_sim.spec.errors.InputError` line before any point runs:
 wrong types, unknown keys, empty or endless ranges, and grids larger than

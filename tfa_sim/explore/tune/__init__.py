@@ -1,5 +1,5 @@
 """``tfa-sim tune``: a case's best legal schedule, found in three stages, each candidate recorded with the
-stage it reached (README, "Tuning").
+stage it reached (docs/guide/tuning.md).
 
 1. **Legality** (``space``): every point of the space — a sweep file's ``[base]``, ``[axes]`` and
    constraints over the user's config, or the default space of every knob that applies to the case — is

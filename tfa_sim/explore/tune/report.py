@@ -261,7 +261,7 @@ def _draw_knob(ax: Any, panel: dict[str, Any], metric: str) -> None:
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title(f"{panel['title']}: best {bx}", fontsize=9)
+    ax.set_title(f"{panel['title']}: best {bx}", fontsize=9, y=1.0)  # y given: no search for top tick labels
 
 
 def landscape_png(s: dict[str, Any]) -> bytes | None:
