@@ -52,22 +52,46 @@ def compiled_extensions() -> list:
     return extensions
 
 
+def module_name(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".")
+
+
 class BuildExt(build_ext):
     """setuptools' build_ext with mypyc's extensions (unless ``TFA_SIM_PURE_PYTHON=1``) when a build was asked for,
-    every extension's C files compiled in parallel."""
+    every extension's C files compiled in parallel.  mypyc's type pass (about 8 s of one CPU) runs in a thread
+    while the C kernels compile: its extensions are named when the options are finalized (mypyc's library and a
+    stub per module) and get their sources when it has written them."""
 
     def finalize_options(self) -> None:
         ext_modules = self.distribution.ext_modules or []
-        if (os.environ.get("TFA_SIM_PURE_PYTHON", "") != "1" and BUILDS & set(self.distribution.commands)
-                and not any(ext.name.startswith(GROUP) for ext in ext_modules)):
-            self.distribution.ext_modules = [*ext_modules, *compiled_extensions()]
+        names = [f"{GROUP}__mypyc", *map(module_name, COMPILED)]
+        self.engine = [ext for ext in ext_modules if ext.name in names]  # named by an earlier build_ext of the run
+        if (not self.engine and os.environ.get("TFA_SIM_PURE_PYTHON", "") != "1"
+                and BUILDS & set(self.distribution.commands)):
+            from setuptools import Extension
+
+            self.engine = [Extension(name, []) for name in names]
+            self.distribution.ext_modules = [*ext_modules, *self.engine]
         super().finalize_options()
 
     def run(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from pybind11.setup_helpers import ParallelCompile  # a compiler job per CPU for the C files of one extension
 
-        with ParallelCompile():
-            super().run()
+        with ParallelCompile(), ThreadPoolExecutor(1) as pool:
+            generated = pool.submit(compiled_extensions) if self.engine and not self.engine[0].sources else None
+            everything, self.extensions = self.extensions, [e for e in self.extensions if e not in self.engine]
+            super().run()  # the C kernels, while mypyc's type pass runs
+            if generated:
+                made = {ext.name: ext for ext in generated.result()}
+                if sorted(made) != sorted(ext.name for ext in self.engine):
+                    raise RuntimeError(f"mypyc made the extensions {sorted(made)}, not those of COMPILED")
+                for ext in self.engine:  # mypyc's sources and options; setuptools' bookkeeping stays
+                    ext.__dict__.update({k: v for k, v in vars(made[ext.name]).items() if not k.startswith("_")})
+                self.extensions, self.compiler = self.engine, None  # run() wants a compiler's name, not the last
+                super().run()
+            self.extensions = everything
 
 
 setup(packages=PACKAGES, cffi_modules=["native/build_native.py:ffibuilder"], cmdclass={"build_ext": BuildExt},

@@ -12,7 +12,8 @@ from conftest import TIMING_SMALL
 from test_hostile_cli import tfa
 
 from tfa_sim.api import runner
-from tfa_sim.rundir.events import EVENT_DTYPES, FLUSH_ROWS, EventLog, load_log
+from tfa_sim.rundir.event_file import load_log
+from tfa_sim.rundir.events import EVENT_DTYPES, FLUSH_ROWS, EventLog
 from tfa_sim.rundir.outputs import read_events, read_log
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware

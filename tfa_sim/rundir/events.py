@@ -14,23 +14,20 @@ column arrays — ids, times,
 block/tile/sub, bytes, flops, and the strings (unit, pipe, stage, kind) as int codes into small per-log
 string tables — with the dependency edges and the slot occupancy in two further tables keyed by
 instruction id.  :meth:`EventLog.save` writes it as one uncompressed ``events.npz`` (no pickled objects);
-:func:`load_log` reads it back, every column checked.  :meth:`EventLog.records` materialises
+``rundir.event_file.load_log`` reads it back, every column checked (a module of its own, left uncompiled:
+reading a file is not the hot path).  :meth:`EventLog.records` materialises
 :class:`Record` views for the consumers that want them (timeline, the task graph) on runs small enough to
 afford it.
 """
 from __future__ import annotations
 
-import io
-import re
 import struct
-import zipfile
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, NamedTuple
 
 import numpy as np
 
-from tfa_sim.spec.units import LANES, TRACKS, parse_unit
-from tfa_sim.stages import LOGGED_STAGES
+from tfa_sim.spec.units import parse_unit
 
 #: The stage and pipe name of a block's dispatch (drawn before each block on the AIC; no pipe of the chip).
 DISPATCH = "dispatch"
@@ -303,97 +300,3 @@ class EventLog:
         for name, table in self.tables.items():
             arrays[f"table_{name}"] = np.array(table.names, dtype=str) if table.names else np.zeros(0, "<U1")
         np.savez(fh, **arrays)
-
-
-def _from_arrays(arrays: dict[str, np.ndarray]) -> EventLog:
-    """An EventLog over loaded arrays (shapes and dtypes checked; values are checked by :func:`validate`)."""
-    if int(arrays.get("version", -1)) != VERSION:
-        raise ValueError(f"format version {arrays.get('version')!s:.20}, expected {VERSION}")
-    log = EventLog(capacity=1)
-    for prefix, cols in (("ev", log.events), ("edge", log.edges), ("slot", log.slots), ("counter", log.counters)):
-        n = None
-        for k, dt in cols.dtypes.items():
-            a = arrays.get(f"{prefix}_{k}")
-            if a is None:
-                raise ValueError(f"column {prefix}_{k} is missing")
-            if a.ndim != 1 or a.dtype != np.dtype(dt) or (n is not None and len(a) != n):
-                raise ValueError(f"column {prefix}_{k} has the wrong type or length")
-            n = len(a)
-            cols.arrays[k] = a
-        cols.n = cols.capacity = n or 0
-    for name in TABLES:
-        a = arrays.get(f"table_{name}")
-        if a is None or a.ndim != 1 or a.dtype.kind != "U" or len(a) > 1 << 20:
-            raise ValueError(f"string table {name} is missing or not strings")
-        log.tables[name] = Strings(a.tolist())
-    log._stage, log._kind = log.tables["stages"], log.tables["kinds"]
-    log._via, log._slot_name = log.tables["vias"], log.tables["slot_names"]
-    return log
-
-
-def _codes_in(a: np.ndarray, table: list[str], what: str) -> None:
-    if len(a) and (a.min() < 0 or a.max() >= len(table)):
-        raise ValueError(f"a {what} code is outside its string table")
-
-
-def validate(log: EventLog) -> None:
-    """Every value of a loaded log is one a run writes: known units, pipes of their unit, stages, causes;
-    finite times with end ≥ start; unique ids; dependencies on logged, earlier instructions (so no cycle)."""
-    for u in log.names("units"):
-        m = re.fullmatch(r"core([0-9]{1,6})\.(cubecore0|veccore([0-9]))", u)
-        if m is None or int(m[3] or 0) >= LANES:
-            raise ValueError(f"unit {u[:40]!r} is not one of a chip's")
-    stages = {*LOGGED_STAGES, DISPATCH}
-    bad = [s for s in log.names("stages") if s not in stages]
-    if bad:
-        raise ValueError(f"stage {bad[0][:40]!r} unknown")
-    ev, edges, slots = log.events.view(), log.edges.view(), log.slots.view()
-    for col, table in (("unit", "units"), ("pipe", "pipes"), ("stage", "stages"), ("kind", "kinds")):
-        _codes_in(ev[col], log.names(table), col)
-    _codes_in(edges["via"], log.names("vias"), "via")
-    _codes_in(slots["name"], log.names("slot_names"), "slot name")
-    _codes_in(log.counters.view()["name"], log.names("counter_names"), "counter name")
-    _codes_in(edges["cause"], list(CAUSES), "cause")
-    units, pipes = log.names("units"), log.names("pipes")
-    pairs = np.unique(np.stack([ev["unit"], ev["pipe"]]), axis=1) if len(log) else np.zeros((2, 0), np.int64)
-    for unit, pipe in pairs.T.tolist():
-        if pipes[pipe] not in TRACKS[parse_unit(units[unit]).kind]:
-            raise ValueError(f"pipe {pipes[pipe][:40]!r} is not one of {units[unit]}'s")
-    start, end = ev["start"], ev["end"]
-    for what, t in (("start", start), ("end", end), ("latency", edges["lat"])):
-        if not np.all((t >= 0) & (t <= 1e15)):  # also false for NaN
-            raise ValueError(f"a {what} is not a cycle count")
-    if np.any(end < start):
-        raise ValueError("an instruction ends before it starts")
-    for what, a in (("block", ev["block"]), ("sub", ev["sub"]), ("bytes", ev["nbytes"]), ("flops", ev["flops"]),
-                    ("slot", slots["slot"]), ("id", ev["id"])):
-        if len(a) and a.min() < 0:
-            raise ValueError(f"a {what} is negative")
-    if len(ev["tile"]) and ev["tile"].min() < -1:
-        raise ValueError("a tile is below -1")
-    ids = np.sort(ev["id"])
-    if len(ids) > 1 and np.any(ids[1:] == ids[:-1]):
-        raise ValueError("an instruction id appears twice")
-    for what, refs in (("dependency", edges["dst"]), ("dependency", edges["src"]), ("slot", slots["id"])):
-        at = np.searchsorted(ids, refs)
-        known = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == refs) if len(ids) else refs != refs
-        if not np.all(known):
-            raise ValueError(f"a {what} names instruction {int(refs[~known][0])}, which is not in the log")
-    if np.any(edges["src"] >= edges["dst"]):
-        raise ValueError("a dependency names a later instruction (the dependencies would form a cycle)")
-
-
-def load_log(data: bytes) -> EventLog:
-    """The log saved by :meth:`EventLog.save` from the bytes of its file; ValueError says what is wrong."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            for info in zf.infolist():
-                if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):
-                    raise ValueError(f"member {info.filename[:40]!r} is compressed or larger than the file")
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as exc:
-        raise ValueError(f"not a numpy .npz archive ({type(exc).__name__})") from None
-    log = _from_arrays(arrays)
-    validate(log)
-    return log

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.rundir.directory import atomic_write as _atomic
-from tfa_sim.rundir.events import CAUSES, DISPATCH, EventLog, Record, load_log
+from tfa_sim.rundir.event_file import load_log
+from tfa_sim.rundir.events import CAUSES, DISPATCH, EventLog, Record
 from tfa_sim.rundir.memory import require
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import decode_text, os_problem, read_bytes, require_fields, show
