@@ -45,10 +45,9 @@ def start_method() -> str:
 
 
 def _resident_bytes() -> int | None:
-    """This process's resident memory now, in bytes; None where it cannot be read (no ``/proc``).
-
-    The current figure, not the peak: a forked worker inherits its parent's peak (``ru_maxrss``), so
-    growth measured against a large parent peak would never show."""
+    """This process's resident memory now, in bytes; None where it cannot be read (no ``/proc``: there the
+    workers keep the cyclic GC and never retire).  The current figure, not the peak: what a retiring worker
+    hands back is what it holds now."""
     try:
         with open("/proc/self/statm", "rb") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
