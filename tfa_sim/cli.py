@@ -255,10 +255,9 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 def _write_figure(path: str | Path, views: list, arrows: bool = False) -> Path:
     """Render ``views`` to ``-o`` atomically (the user named the file: it is replaced)."""
     from tfa_sim.rundir.directory import atomic_write_via
-    from tfa_sim.views.timeline import check_output, render
+    from tfa_sim.views.timeline import render
 
-    out = check_path(path, "-o")
-    check_output(out)
+    out = check_path(path, "-o")  # render checks the format (the commands check -o before any work, too)
     atomic_write_via(out, lambda tmp: render(views, tmp, arrows))
     return out
 
