@@ -21,9 +21,9 @@ from tfa_sim.backends import get_backend  # noqa: E402
 from tfa_sim.numerics.inputs import generate_inputs  # noqa: E402
 from tfa_sim.sim.functional import run_functional  # noqa: E402
 from tfa_sim.sim.simulation import simulate  # noqa: E402
-from tfa_sim.spec.hardware import load_hardware  # noqa: E402
 from tfa_sim.spec.load import load_config  # noqa: E402
 from tfa_sim.stages.block_kernel import Numerics  # noqa: E402
+from tfa_sim.stages.plan import kernel_plan  # noqa: E402
 
 CASES = ["case_float_H_128_S0_512_S1_1024", "case_float_H_128_S0_512_S1_2048", "case_float_H_128_S0_512_S1_8192"]
 
@@ -48,9 +48,9 @@ def main() -> None:
     print("same, through the SimPy pipeline (simulate with numerics; includes the timing model), best of 3:")
     for name in CASES:
         config = load_config(case=name)
-        inputs, hw = generate_inputs(config), load_hardware(config.hardware)
+        inputs, plan = generate_inputs(config), kernel_plan(config)
         out = np.zeros((1, 1, config.case.s0, config.case.head), np.float32)
-        t = {b: best_of(partial(simulate, config, hw, Numerics(get_backend(b), inputs, out), log_events=False), 3)
+        t = {b: best_of(partial(simulate, plan, Numerics(get_backend(b), inputs, out), log_events=False), 3)
              for b in ("numpy", "native")}
         print(f"  {name:38s} {t['numpy']:9.3f} {t['native']:9.4f} {t['numpy'] / t['native']:8.1f}×")
     rng = np.random.default_rng(0)

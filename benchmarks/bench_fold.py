@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 BASE = {"heads": 32, "kv_heads": 8}
 ERROR_POINTS = [({"batch": b, "s0": s0, "s1": s1}, sch)
@@ -38,7 +38,7 @@ SPEED_POINTS = [({"batch": 16, "s0": s0, "s1": 131072}, sch)
 def timed(case: dict[str, Any], schedule: dict[str, Any], fold: bool) -> tuple[Any, float]:
     cfg = build_config({"case": {**BASE, **case}, "schedule": schedule, "numerics": {"enabled": False}})
     began = time.perf_counter()
-    result = simulate(cfg, load_hardware(cfg.hardware), None, log_events=False, fold=fold)
+    result = simulate(kernel_plan(cfg), None, log_events=False, fold=fold)
     return result, time.perf_counter() - began
 
 

@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 S = 131072
 BUILDS = ("dsl", "manual")
@@ -26,7 +26,7 @@ BUILDS = ("dsl", "manual")
 def timed(build: str, fold: bool) -> tuple[Any, float]:
     cfg = build_config({"kernel": {"build": build}, "case": {"s0": S, "s1": S}, "numerics": {"enabled": False}})
     began = time.perf_counter()
-    result = simulate(cfg, load_hardware(cfg.hardware), None, log_events=False, fold=fold)
+    result = simulate(kernel_plan(cfg), None, log_events=False, fold=fold)
     return result, time.perf_counter() - began
 
 

@@ -70,8 +70,8 @@ def ours(args: tuple[int, int, int, dict[str, int]]) -> float | None:
     """tfa-sim's kernel time (µs) of one schedule on 910b3, or None where it refuses the schedule."""
     from tfa_sim.sim.simulation import simulate
     from tfa_sim.spec.errors import InputError
-    from tfa_sim.spec.hardware import load_hardware
     from tfa_sim.spec.load import build_config
+    from tfa_sim.stages.plan import kernel_plan
 
     s0, s1, cores, knobs = args
     try:
@@ -81,7 +81,7 @@ def ours(args: tuple[int, int, int, dict[str, int]]) -> float | None:
                             "hardware": {"preset": "910b3", "cores": cores}, "numerics": {"enabled": False}})
     except InputError:
         return None
-    return simulate(cfg, load_hardware(cfg.hardware), None, log_events=False, fold=True).time_us
+    return simulate(kernel_plan(cfg), None, log_events=False, fold=True).time_us
 
 
 def kendall(a: list[float], b: list[float]) -> float:

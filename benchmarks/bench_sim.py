@@ -19,6 +19,7 @@ import simpy
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
+from tfa_sim.stages.plan import kernel_plan
 
 
 def bare_simpy_rate(events: int = 300_000) -> float:
@@ -47,7 +48,7 @@ def main() -> None:
     hw = load_hardware(config.hardware)
     bare = bare_simpy_rate()
     start = time.perf_counter()
-    result = simulate(config, hw, None, log_events=log)
+    result = simulate(kernel_plan(config, hw), None, log_events=log)
     wall = time.perf_counter() - start
     groups = result.stats.instructions
     api = "public SimPy API" if os.environ.get("TFA_SIM_PUBLIC_SIMPY") == "1" else "SimPy shortcuts"

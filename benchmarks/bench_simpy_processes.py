@@ -24,6 +24,7 @@ from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
+from tfa_sim.stages.plan import kernel_plan
 
 
 class ProcessPipe(Pipe):
@@ -72,7 +73,7 @@ def run(config: Any, hw: Any, engine: type) -> tuple[float, float]:
     core_module.Pipe = engine  # type: ignore[misc]
     try:
         start = time.perf_counter()
-        result = simulate(config, hw, None, log_events=False)
+        result = simulate(kernel_plan(config, hw), None, log_events=False)
         return time.perf_counter() - start, result.total_cycles
     finally:
         core_module.Pipe = Pipe  # type: ignore[misc]

@@ -110,13 +110,15 @@ def timing_row(overrides: dict[str, Any], numerics: bool, fold: bool) -> dict[st
     """One run's timing figures (and o.npy's sha256 with numerics), or ``{"refused": True}`` for an illegal
     config."""
     import tfa_sim
-    from tfa_sim.spec.errors import InputError
+    from tfa_sim.spec.errors import InputError, ScheduleError
 
     try:
         result = tfa_sim.run(case="case_float_H_128_S0_128_S1_1024", overrides=overrides, hw="910b2",
                              backend="native", numerics=numerics, event_log=False, fold=fold)
     except InputError:
         return {"refused": True}
+    except ScheduleError:
+        return {"schedule_error": True}
     s = result.summary
     row = {key: s[key] for key in ("total_cycles", "time_us", "launch_period_us", "host_sync_us", "time_interval_us",
                                    "launch_period_interval_us", "host_sync_interval_us", "interval_half_width",
@@ -137,14 +139,61 @@ def record_timing() -> dict[str, dict[str, dict[str, Any]]]:
     return table
 
 
-def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """One line per run whose o.npy, dumps or dump count differs, or that only one of the two tables has."""
+def sample_configs(count: int, seed: int) -> dict[str, tuple[dict[str, Any], bool, bool]]:
+    """``count`` configs drawn from ``seed`` (a table like :data:`TIMING`): shapes, tilings, preloads, sync periods,
+    masks, heads, dtypes and split-S1 at random, and each build's design choices mixed with the others' — configs
+    no one chose, so a change that should move nothing is checked beyond the fixed table (illegal draws are
+    recorded as refused, and must stay refused)."""
+    import random
+
+    rng = random.Random(seed)
+    choices = {"kernel.launch_grid": ["blocks", "persistent"], "kernel.prefetch": ["s0_head", "none"],
+               "kernel.stage_order": ["qk_pv", "pv_qk"], "kernel.pv_loads": ["v_first", "p_first"],
+               "kernel.talloc": ["before_store", "before_load"], "kernel.accumulators": ["running", "fixed"],
+               "kernel.gu_rows": ["whole", "slices"]}
+    out: dict[str, tuple[dict[str, Any], bool, bool]] = {}
+    for i in range(count):
+        tile = rng.choice([128, 256, 512])
+        settings: dict[str, Any] = {
+            "case.s0": rng.choice([64, 128, 200, 256, 512, 1024, 2048]), "case.s1": tile * rng.randint(1, 24),
+            "tiling.tile_s1": tile, "tiling.cube_s1": rng.choice([64, 128]),
+            "schedule.qk_preload": rng.randint(1, 7), "schedule.cv_fifo_cons_sync_period": rng.choice([1, 2, 4, 8]),
+            "case.causal": rng.random() < 0.25, "case.heads": rng.choice([1, 1, 2, 4])}
+        if rng.random() < 0.2:
+            settings["schedule.s1_split"] = rng.choice([2, 3, "auto"])
+        if rng.random() < 0.2:
+            settings["case.dtype"] = "bf16"
+        for key in rng.sample(sorted(choices), rng.randint(0, 3)):
+            settings[key] = rng.choice(choices[key])
+        small = settings["case.s0"] * settings["case.s1"] * settings["case.heads"] <= 1 << 21
+        out[f"sample{seed}_{i}_{rng.choice(BUILDS)}"] = (settings, small, False)
+    return out
+
+
+def record_sample(count: int, seed: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each drawn config (:func:`sample_configs`) under the build its name ends in."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, (overrides, numerics, fold) in sample_configs(count, seed).items():
+        build = name.rsplit("_", 1)[1]
+        table[name] = {build: timing_row({**overrides, "kernel.build": build}, numerics, fold)}
+        print(f"{name}: {table[name][build].get('total_cycles', 'refused')}", flush=True)
+    return table
+
+
+#: What a run's cycles and bits are (--timing --bits: the intervals and their reasons left out).
+BITS = ("total_cycles", "time_us", "launch_period_us", "host_sync_us", "blocks", "waves", "cores_used", "launches",
+        "o.npy", "refused", "schedule_error")
+
+
+def differences(old: dict[str, Any], new: dict[str, Any], only: tuple[str, ...] = ()) -> list[str]:
+    """One line per run whose o.npy, dumps or dump count (or, ``only`` given, those figures) differs, or that
+    only one of the two tables has."""
     lines = []
     for name in sorted(set(old) | set(new)):
         for run in sorted(set(old.get(name, {})) | set(new.get(name, {}))):
             a, b = old.get(name, {}).get(run, {}), new.get(name, {}).get(run, {})
             lines += [f"{name} {run} {f}: {a.get(f, 'missing')} -> {b.get(f, 'missing')}"
-                      for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+                      for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f) and (not only or f in only)]
     return lines
 
 
@@ -153,15 +202,22 @@ def main() -> int:
     p.add_argument("action", choices=("record", "compare"))
     p.add_argument("file", type=Path, help="the JSON table of hashes (written by record, read by compare)")
     p.add_argument("--timing", action="store_true", help="the builds' cycles, figures and o.npy (TIMING)")
+    p.add_argument("--sample", type=int, default=0, metavar="N",
+                   help="with --timing: N configs drawn at random (--seed) instead of TIMING")
+    p.add_argument("--seed", type=int, default=1, help="the draw of --sample")
+    p.add_argument("--bits", action="store_true", help="with --timing compare: only the cycles, figures and output "
+                   "bits (not the intervals and their reasons)")
     args = p.parse_args()
-    table = record_timing() if args.timing else record()
+    if args.sample and not args.timing:
+        p.error("--sample goes with --timing")
+    table = (record_sample(args.sample, args.seed) if args.sample else record_timing()) if args.timing else record()
     if args.action == "record":
         args.file.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
         return 0
-    diff = differences(json.loads(args.file.read_text()), table)
+    diff = differences(json.loads(args.file.read_text()), table, BITS if args.bits else ())
     print("\n".join(diff) if diff else "")
     if args.timing:
-        print(f"{len(TIMING)} configs × {len(BUILDS)} builds: {len(diff)} figures differ")
+        print(f"{len(table)} configs: {len(diff)} figures differ")
     else:
         n = sum(1 + d["dump_files"] for runs in table.values() for d in runs.values())
         print(f"{len(CONFIGS)} configs, {n} files: {len(diff)} differ")

@@ -17,6 +17,7 @@ from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import Hardware, load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 SIZES = (1024, 4096, 16384, 32768, 65536, 131072)
 FOLD_FROM = 32768
@@ -67,8 +68,9 @@ def times(s: int, period: int, change: Callable[[Hardware], Mapping[str, float]]
                         "schedule": {"cv_fifo_cons_sync_period": period, **schedule}})
     preset = load_hardware(cfg.hardware)
     hw = preset.with_values(change(preset))
-    r = simulate(cfg, hw, None, log_events=False, fold=s >= FOLD_FROM)
-    return r.time_us, prediction(cfg, hw, r.total_cycles, r.blocks, r.waves)["host_sync_us"]
+    plan = kernel_plan(cfg, hw)
+    r = simulate(plan, None, log_events=False, fold=s >= FOLD_FROM)
+    return r.time_us, prediction(plan, r.total_cycles)["host_sync_us"]
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -83,3 +84,28 @@ def test_the_top_level_holds_the_command_and_subpackages():
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert top == {"__init__.py", "__main__.py", "cli.py"}, f"modules at the top of tfa_sim/: {sorted(top)}"
     assert {"stages", "buffers", "engine", "backends"} <= packages, f"the design card's folders: {sorted(packages)}"
+
+
+def test_the_layout_page_names_every_module_under_its_package():
+    """docs/guide/layout.md's tree: each package of tfa_sim/ has its line, and names each of its modules (a module
+    of a sub-package, explore/sweep/spec.py, under its top-level package's entry)."""
+    text = (PACKAGE.parent / "docs" / "guide" / "layout.md").read_text(encoding="utf-8")
+    tree = text.split("```\n", 2)[1]
+    entries: dict[str, str] = {}
+    package = "tfa_sim"
+    for line in tree.splitlines():
+        head = line[:20].strip()
+        if line.startswith("  ") and head.endswith("/"):
+            package = head.rstrip("/")
+        elif head and not line.startswith(" "):
+            package = head.rstrip("/")
+        entries[package] = entries.get(package, "") + " " + line
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.name == "__init__.py" and len(rel.parts) > 1:
+            continue
+        top = rel.parts[0] if len(rel.parts) > 1 else "tfa_sim"
+        if not re.search(rf"\b{re.escape(rel.name)}\b", entries.get(top, "")):
+            missing.append(rel.as_posix())
+    assert not missing, f"docs/guide/layout.md does not name {missing}"

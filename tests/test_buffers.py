@@ -19,6 +19,7 @@ from tfa_sim.engine.issue import IssueStream
 from tfa_sim.engine.pipes import Instr, Pipe, Stats
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
+from tfa_sim.stages.plan import kernel_plan
 from tfa_sim.stages.run_tfa import TfaKernel
 
 
@@ -288,7 +289,8 @@ def test_ring_second_write_without_read_is_hazard(env):
     msg = str(err.value)
     for part in ("core0.veccore0.UB.l1_exp_max slot 1 overwritten by VEC softmax [compute_p t3 #0] at cycle 0",
                  "the entry of tile 1 is still unread", "compute_gu of tile 1 would silently rescale running_o "
-                 "with tile 3's factor and O would be wrong", "use qk_preload < cv_fifo_size"):
+                 "with tile 3's factor and O would be wrong", "runs compute_p 2 tiles ahead of compute_gu and the "
+                 "ring has 2 entries", "give kernel.exp_ring more than 2 entries"):
         assert part in msg, f"expected {part!r} in the hazard message, got {msg!r}"
 
 
@@ -430,7 +432,7 @@ def ran_block():
     """Block 0 of the default case, timing only, run to completion by hand (finish() not yet called)."""
     config = load_config(overrides=["numerics.enabled=false"])
     hw = load_hardware(config.hardware)
-    kernel, env = TfaKernel(config, hw), simpy.Environment()
+    kernel, env = TfaKernel(kernel_plan(config, hw)), simpy.Environment()
     stats = Stats(False, kernel.stages)
     core = Core(env, 0, stats, GlobalMemory(hw.gm.l2_bandwidth, hw.gm.l2_latency, hw.gm.hbm_bandwidth,
                                             hw.gm.miss_latency))
@@ -450,7 +452,7 @@ def test_clean_block_finishes(ran_block):
 
 
 EXTRA_SET = {"qk ready aiv0": lambda k: k.qk_fifo.ready[0], "p consumed aiv1": lambda k: k.p_fifo.consumed[1],
-             "block_end aiv0": lambda k: k.block_end[0]}
+             "block_end aiv0": lambda k: k.buf.block_end[0]}
 
 
 @pytest.mark.parametrize("arrived", [True, False], ids=["arrived", "in_flight"])
@@ -465,7 +467,7 @@ def test_block_end_with_extra_flag_set_is_hazard(ran_block, flag, arrived):
         k.finish()
 
 
-HELD = {"L1.k": lambda k: k.l1_k, "L0C": lambda k: k.l0c, "veccore1.UB.src": lambda k: k.ub_src[1]}
+HELD = {"L1.k": lambda k: k.buf.l1_k, "L0C": lambda k: k.buf.l0c, "veccore1.UB.src": lambda k: k.buf.ub_src[1]}
 
 
 @pytest.mark.parametrize("pool", list(HELD))

@@ -16,6 +16,7 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.geometry import launch_geometry
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 
 def grid(c, cores):
@@ -69,7 +70,7 @@ def test_a_block_sends_the_messages_the_protocol_counts(tiles, period):
     """Per tile 4 ready messages (QK and PV from the cube, P from each AIV), 5 credits per `period` tiles (QK
     and PV from each AIV, P from the cube), and each AIV's block end: 4T + 5⌊T/p⌋ + 2."""
     c = config("manual", {"s1": 256 * tiles}, {"cv_fifo_cons_sync_period": period})
-    sim = simulate(c, load_hardware(c.hardware), None, log_events=False)
+    sim = simulate(kernel_plan(c, load_hardware(c.hardware)), None, log_events=False)
     assert sim.sync_messages == 4 * tiles + 5 * (tiles // period) + 2
 
 
@@ -78,7 +79,7 @@ def test_a_saturated_sync_unit_bounds_the_tile_rate():
     × 9 messages per tile × 400 cycles per tile of the launch, whatever the pipes could do."""
     c = config("jit", {"s0": 16 * 128, "s1": 256 * 32})
     hw = load_hardware(c.hardware).with_values({"sync.ffts_service": 400.0})
-    sim = simulate(c, hw, None, log_events=False)
+    sim = simulate(kernel_plan(c, hw), None, log_events=False)
     assert sim.total_cycles >= 16 * 9 * 400 * 32
     assert sim.sync_busy / sim.total_cycles > 0.9
 
@@ -139,7 +140,7 @@ def test_outputs_are_the_same_bits_in_every_build():
 
 def dispatches(build, units):
     c = config(build, {"s0": 128 * units, "s1": 1024})
-    sim = simulate(c, load_hardware(c.hardware), None)
+    sim = simulate(kernel_plan(c, load_hardware(c.hardware)), None)
     spans = [r for r in sim.stats.events.records() if r.kind == "block dispatch"]
     return sim, spans
 
@@ -166,7 +167,7 @@ def test_a_persistent_cores_fifos_count_on_across_its_units():
 def aic_loads(build):
     """The AIC's MTE2 instructions of the first steady tile (after the preload prologue) of a one-block run."""
     c = config(build, {"s1": 256 * 8})
-    sim = simulate(c, load_hardware(c.hardware), None)
+    sim = simulate(kernel_plan(c, load_hardware(c.hardware)), None)
     loads = [r for r in sim.stats.events.records() if r.unit == "core0.cubecore0" and r.pipe == "MTE2"]
     first_pv = next(i for i, r in enumerate(loads) if r.kind in ("TLOAD V", "TLOAD P"))
     return [(r.kind, r.tile, r.sub) for r in loads[first_pv:first_pv + 6]]
@@ -192,7 +193,7 @@ def test_each_build_waits_for_its_p_slot_where_its_source_does(build, taker, set
     the cube's ``free()`` of P(7): the manual kernel's with the last sub-tile's P load, the port's ``tfree`` in
     ``push_pv`` after the last sub-tile's V load."""
     c = config(build, {"s0": 128, "s1": 256 * 12}, {"cv_fifo_cons_sync_period": 8})
-    records = simulate(c, load_hardware(c.hardware), None).stats.events.records()
+    records = simulate(kernel_plan(c, load_hardware(c.hardware)), None).stats.events.records()
     by_id = {r.id: r for r in records}
     credits = [(r.kind, by_id[pred].kind, by_id[pred].stage, by_id[pred].tile, by_id[pred].sub)
                for r in records if r.unit == "core0.veccore0" and r.stage == "compute_p" and r.tile == 8
@@ -208,7 +209,7 @@ def test_the_manual_build_reads_what_its_host_prefetched_from_the_l2(s0):
     hbm = {}
     for build in ("manual", "jit", "dsl"):
         c = config(build, {"s0": s0, "s1": 2048}, {"qk_preload": 4}, tiling={"tile_s1": 256})
-        hbm[build] = simulate(c, load_hardware(c.hardware), None, log_events=False).hbm_bytes
+        hbm[build] = simulate(kernel_plan(c, load_hardware(c.hardware)), None, log_events=False).hbm_bytes
     kv, q = 2 * 2048 * 128 * 2, s0 * 128 * 2
     assert hbm == {"manual": 2 * (2048 - s0) * 128 * 2, "jit": kv + q, "dsl": kv + q}
 
@@ -250,7 +251,7 @@ def test_blocks_finding_the_same_inputs_prefetched_share_a_template():
     from tfa_sim.sim.simulation import launches
 
     def templates(c):
-        kernel = launches(c, load_hardware(c.hardware))[0]
+        kernel = launches(kernel_plan(c, load_hardware(c.hardware)))[0]
         return {kernel.template_key(b) for b in kernel.dispatch.order}
 
     square = {"heads": 1, "kv_heads": 1, "s0": 128 * 30, "s1": 2048}
@@ -270,7 +271,7 @@ def test_a_persistent_cores_memory_does_not_grow_with_its_program():
         c = config("dsl", {"heads": 1, "kv_heads": 1, "s0": 128 * 24, "s1": s1})
         tracemalloc.start()
         try:
-            result = simulate(c, load_hardware(c.hardware), None, log_events=False, fold=False)
+            result = simulate(kernel_plan(c, load_hardware(c.hardware)), None, log_events=False, fold=False)
             return tracemalloc.get_traced_memory()[1], result.total_cycles
         finally:
             tracemalloc.stop()

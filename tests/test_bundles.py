@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import tfa_sim
-from tfa_sim.spec.builds import BUILDS_DIR, CHOICE_KEYS, SHIPPED, load_bundle
-from tfa_sim.spec.config import SECTION_TYPES, KernelConfig
-from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.builds import BUILDS_DIR, SHIPPED, load_bundle
+from tfa_sim.spec.config import CHOICE_KEYS, SECTION_TYPES, KernelConfig
+from tfa_sim.spec.errors import InputError, ScheduleError
 from tfa_sim.spec.load import build_config
 
 PACKAGE = Path(tfa_sim.__file__).parent
@@ -31,6 +31,12 @@ def test_the_schemas_kernel_defaults_are_the_manual_bundles_choices():
     """Config() is the manual build: the dataclass defaults and manual.toml say the same."""
     defaults = {key: getattr(KernelConfig(), key) for key in CHOICE_KEYS}
     assert load_bundle("manual").choices == defaults
+
+
+@pytest.mark.parametrize("build", SHIPPED)
+def test_the_shipped_bundles_say_every_choice(build):
+    """A bundle may leave a choice to its default; the shipped ones say each explicitly."""
+    assert set(load_bundle(build).choices) == set(CHOICE_KEYS)
 
 
 @pytest.mark.parametrize("build", SHIPPED)
@@ -53,7 +59,6 @@ def test_a_copy_of_a_shipped_bundle_runs_as_the_named_build(build, case, extra, 
 
 
 @pytest.mark.parametrize(("text", "needle"), [
-    ("[kernel]\nlaunch_grid = 'blocks'\n", "lacks prefetch"),
     ("{all}\nstage_order2 = 'x'\n", "unknown key kernel.stage_order2; did you mean 'stage_order'"),
     ("{all}", None),
     ("{bad_value}", "kernel.talloc = 'after_store' is not one of before_store, before_load"),
@@ -66,7 +71,7 @@ def test_a_copy_of_a_shipped_bundle_runs_as_the_named_build(build, case, extra, 
     ("[kernel\n", "does not parse"),
 ])
 def test_a_bad_bundle_is_refused_in_one_line_naming_the_file(text, needle, tmp_path):
-    manual = (BUILDS_DIR / "manual.toml").read_text()
+    manual = (BUILDS_DIR / "manual.toml").read_text().split("[schedule]")[0]  # its [kernel] table, last
     text = text.replace("{all}", manual).replace("{bad_value}", manual.replace('"before_store"', '"after_store"'))
     path = tmp_path / "bundle.toml"
     path.write_text(text)
@@ -86,6 +91,37 @@ def test_an_unknown_build_is_refused_in_one_line(build, needle):
         build_config({"kernel": {"build": build}})
 
 
+def test_a_bundle_that_leaves_choices_out_takes_their_defaults(tmp_path):
+    """Bundles written before a choice existed keep running: a choice left out is today's behaviour."""
+    path = tmp_path / "old.toml"
+    path.write_text("[kernel]\nlaunch_grid = 'persistent'\nvec_barriers = 'insert_sync'\n")  # and an old name
+    kernel = build_config({"kernel": {"build": str(path)}}).kernel
+    assert (kernel.launch_grid, kernel.softmax) == ("persistent", "port")
+    assert {key: getattr(kernel, key) for key in CHOICE_KEYS if key not in ("launch_grid", "softmax")} == \
+        {key: getattr(KernelConfig(), key) for key in CHOICE_KEYS if key not in ("launch_grid", "softmax")}
+
+
+@pytest.mark.parametrize("base", ["dsl", "{dir}/dsl_copy.toml"])
+def test_a_bundle_may_start_from_another_and_set_only_what_it_changes(base, tmp_path):
+    """base = "dsl" (or a path, relative to the bundle): the base's settings under the bundle's own."""
+    shutil.copy(BUILDS_DIR / "dsl.toml", tmp_path / "dsl_copy.toml")
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "mine.toml"
+    path.write_text(f"base = {base.format(dir='..')!r}\n[kernel]\ngu_rows = 'whole'\n[schedule]\nqk_preload = 2\n")
+    mine = build_config({"kernel": {"build": str(path)}, "case": {"s1": 32768}})
+    dsl = build_config({"kernel": {"build": "dsl"}, "case": {"s1": 32768}})
+    assert vars(mine.kernel) == {**vars(dsl.kernel), "build": str(path), "gu_rows": "whole"}
+    assert mine.schedule.qk_preload == 2 and mine.schedule.l1_p == dsl.schedule.l1_p == 1
+    assert mine.tiling.tile_s1 == dsl.tiling.tile_s1 == 512  # the base's [[when]] applies
+
+
+def test_bundles_whose_bases_loop_are_refused(tmp_path):
+    (tmp_path / "a.toml").write_text("base = 'b.toml'\n")
+    (tmp_path / "b.toml").write_text("base = 'a.toml'\n")
+    with pytest.raises(InputError, match="leads back to a bundle already read"):
+        build_config({"kernel": {"build": str(tmp_path / "a.toml")}})
+
+
 def test_the_cli_refuses_a_bad_bundle_with_exit_2(tmp_path, capsys):
     from tfa_sim.cli import main
 
@@ -93,7 +129,7 @@ def test_the_cli_refuses_a_bad_bundle_with_exit_2(tmp_path, capsys):
     path.write_text((BUILDS_DIR / "dsl.toml").read_text().replace('exp_ring = "preload"', 'exp_ring = "deep"'))
     assert main(["run", "--no-numerics", "--set", f"kernel.build={path}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "kernel.exp_ring = 'deep' is not one of fifo, preload" in err
+    assert err.count("\n") == 0 and "kernel.exp_ring = 'deep' is not one of fifo, preload, 1…64" in err
 
 
 # ---- mixing: each choice of one build carried alone onto another --------------------------------------------
@@ -108,9 +144,11 @@ def carried(source: str, target: str) -> list[tuple[str, object]]:
     return [(f"{s}.{k}", value(a, s, k)) for s, k in sorted({*a, *b}) if value(a, s, k) != value(b, s, k)]
 
 
-#: The rules a carried choice may be refused by, each naming the choice (tfa_sim.spec.legality._check_choices).
-RULES = ("kernel.exp_ring = preload", "kernel.stage_order = pv_qk", "kernel.launch_grid = persistent",
-         "kernel.masks = false")
+#: The rules a carried choice may be refused by, each naming the choice (its registry value's rules).
+RULES = ("kernel.stage_order = pv_qk", "kernel.launch_grid = persistent", "kernel.masks = false",
+         "UB holds")  # the port's 8 local slots on a build whose consumers load into them
+#: The one rule of every exp ring that is diagnosed when it happens (tfa_sim.buffers.fifo.Ring.write, exit 3).
+RING = "l1_exp_max slot"
 
 
 @pytest.mark.parametrize(("source", "target"), [p for p in itertools.permutations(SHIPPED, 2)])
@@ -126,6 +164,10 @@ def test_each_choice_carried_alone_onto_another_build_runs_or_is_refused_by_its_
         except InputError as exc:
             assert "\n" not in str(exc) and any(rule in str(exc) for rule in RULES), str(exc)
             refused.append(key)
+        except ScheduleError as exc:  # the exp ring's overwrite (its size, or an order running P further ahead)
+            assert key in ("kernel.exp_ring", "kernel.stage_order") and RING in str(exc), (key, str(exc))
+            assert "give kernel.exp_ring more than" in str(exc), str(exc)
+            refused.append(key)
         else:
             assert result > 0
             ran.append(key)
@@ -135,11 +177,16 @@ def test_each_choice_carried_alone_onto_another_build_runs_or_is_refused_by_its_
 
 
 def test_a_choice_carried_onto_a_build_changes_what_its_rule_says():
-    """The port's exp ring (qk_preload entries) on the manual order would overwrite an entry before GU reads it:
-    refused; with the port's order as well it runs, as in the port."""
-    with pytest.raises(InputError, match="kernel.exp_ring = preload .* needs stage_order = pv_qk"):
-        cycles({"kernel.exp_ring": "preload"})
-    assert cycles({"kernel.exp_ring": "preload", "kernel.stage_order": "pv_qk"}) > 0
+    """The port's exp ring (qk_preload entries) on the manual order: compute_p runs qk_preload tiles ahead of
+    compute_gu and overwrites an entry before GU reads it (exit 3, diagnosed); with the port's order it runs only
+    qk_preload − 1 ahead, as in the port; a ring of one more entry is safe on the manual order too; a block too
+    short for the overwrite runs."""
+    long = {"case.s1": 4096}
+    with pytest.raises(ScheduleError, match="runs compute_p 4 tiles ahead of compute_gu and the ring has 4 entries"):
+        cycles({**long, "kernel.exp_ring": "preload"})
+    assert cycles({**long, "kernel.exp_ring": "preload", "kernel.stage_order": "pv_qk"}) > 0
+    assert cycles({**long, "kernel.exp_ring": 5}) == cycles(long)  # 5 entries: never overwritten, the same cycles
+    assert cycles({"kernel.exp_ring": "preload", "case.s1": 1280}) > 0  # 5 tiles: tile 1 + 4 does not exist
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
@@ -156,14 +203,19 @@ def test_legality_is_written_per_choice(overrides, expected):
         cycles(overrides)
 
 
-def test_the_interval_is_widened_for_choices_no_measured_build_had():
-    """A named build or a copy of one: no widening for its choices; one carried choice: one factor, named."""
+def test_the_interval_is_widened_by_choice_and_value():
+    """A value some measured launch had, carried onto another build: no widening; a value none had: one factor
+    per such choice, each named."""
     plain = tfa_sim.run(overrides={"numerics.enabled": False}, event_log=False).summary
     mixed = tfa_sim.run(overrides={"numerics.enabled": False, "kernel.gu_rows": "slices"}, event_log=False).summary
-    assert not any("design choices" in r for r in plain["interval_reasons"])
-    reason = next(r for r in mixed["interval_reasons"] if "design choices" in r)
-    assert "gu_rows = slices (nearest measured build: manual" in reason
-    assert mixed["interval_half_width"] == pytest.approx(plain["interval_half_width"] * 1.25, abs=2e-4)
+    new = tfa_sim.run(overrides={"numerics.enabled": False, "kernel.cube_handoff": "unit_flag",
+                                 "kernel.ub_union": False, "schedule.ub_src": 1}, event_log=False).summary
+    assert not any("kernel." in r for r in plain["interval_reasons"] + mixed["interval_reasons"])
+    assert mixed["interval_half_width"] == plain["interval_half_width"]
+    assert "kernel.cube_handoff = unit_flag never measured (measured: flags)" in new["interval_reasons"]
+    assert "kernel.ub_union = false never measured (measured: true)" in new["interval_reasons"]
+    assert new["interval_half_width"] == pytest.approx(plain["interval_half_width"] * 1.25 ** 2, abs=2e-4)
+    assert not any("ub_src" in r for r in new["interval_reasons"])  # not a knob the fit lists
 
 
 # ---- no code branches on a build's name ---------------------------------------------------------------------

@@ -9,12 +9,14 @@ import tomllib
 import numpy as np
 import pytest
 
+import tfa_sim
 from tfa_sim.explore.calibrate import FITTED, FOLD_ABOVE, Simulator, ab_pairs, fit, pair_errors, solve_linear
 from tfa_sim.explore.points import POINTS_FILES, Point, load_points, predicted, select_points
 from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 JIT_POINTS, FULL_CHIP_POINTS = POINTS_FILES
 
@@ -27,8 +29,8 @@ def measured_by_model(point, hw=None):
     """What ``point`` would measure on the shipped (or given) preset."""
     hw = hw or preset(point.preset)
     config = point.config()
-    long = point.blocks * (point.s1 // point.tile_s1) > FOLD_ABOVE
-    kernel = simulate(config, hw, None, log_events=False, fold=long).time_us
+    long = point.row_blocks * (point.s1 // point.tile_s1) > FOLD_ABOVE
+    kernel = simulate(kernel_plan(config, hw), None, log_events=False, fold=long).time_us
     return predicted(point, kernel, {f"launch.{k}": getattr(hw.launch, k) for k in ("gap_aarch64", "gap_x86_64",
                                                                                       "host_sync")})
 
@@ -54,7 +56,7 @@ def test_shipped_presets_predict_every_measured_launch():
 
 def slope(points, blocks, time):
     """µs per logical tile between S1 = 2048 and 8192 (256-wide tiles), mean over the hosts."""
-    pts = [p for p in points if p.blocks == blocks]
+    pts = [p for p in points if p.row_blocks == blocks]
     per_host = [(time(next(p for p in pts if p.host == h and p.s1 == 8192))
                  - time(next(p for p in pts if p.host == h and p.s1 == 2048))) / 24 for h in ("aarch64", "x86_64")]
     return float(np.mean(per_host))
@@ -77,8 +79,8 @@ def dsl(s, period=4, tile=None, figure="time_us"):
                       "schedule": {"cv_fifo_cons_sync_period": period},
                       "tiling": {"tile_s1": tile} if tile else {}, "numerics": {"enabled": False}})
     hw = preset("910b2")
-    r = simulate(c, hw, None, log_events=False, fold=s >= 16384)
-    return r.time_us if figure == "time_us" else prediction(c, hw, r.total_cycles, r.blocks, r.waves)[figure]
+    r = simulate(kernel_plan(c, hw), None, log_events=False, fold=s >= 16384)
+    return r.time_us if figure == "time_us" else prediction(kernel_plan(c, hw), r.total_cycles)[figure]
 
 
 def test_sync_period_8_costs_what_the_boards_ab_says():
@@ -124,7 +126,7 @@ def test_linear_parameters_solve_exactly_when_the_model_allows():
     points += [Point(**{**p.__dict__, "timing": "sync", "host": ""}) for p in points[:3]]
     points += [Point(**{**p.__dict__, "host": ""}) for p in points[3:5]]
     raw = np.linspace(10.0, 60.0, len(points))
-    last = np.array([p.blocks - 1 for p in points], float)
+    last = np.array([p.row_blocks - 1 for p in points], float)
     clock = preset("910b2").clock_mhz
     extra = {"aarch64": 9000.0, "x86_64": 4000.0, "": 6500.0}
     added = [45000.0 if p.timing == "sync" else extra[p.host] for p in points]
@@ -165,8 +167,9 @@ def test_the_fit_recovers_the_values_that_made_the_times():
     truth = {"gm.l2_bandwidth": 2500.0, "sync.ffts_service": 80.0, "sync.flag_latency": 300.0,
              "overhead.core_stagger": 200.0, "launch.gap_aarch64": 8000.0, "launch.gap_x86_64": 5000.0,
              "launch.host_sync": 40000.0}
-    jit = [p for p in load_points(JIT_POINTS) if p.s1 in (1024, 8192) and p.blocks in (1, 4)]
-    port = [Point(**{**p.__dict__, "kernel": "dsl", "timing": "sync", "host": "", "qk_preload": 3, "sync_period": 4})
+    jit = [p for p in load_points(JIT_POINTS) if p.s1 in (1024, 8192) and p.row_blocks in (1, 4)]
+    port = [Point(**{**p.__dict__, "kernel": "dsl", "choices": (), "timing": "sync", "host": "", "qk_preload": 3,
+                     "sync_period": 4})
             for p in jit if p.host == "x86_64"]
     found = fit(synthetic(jit + port, truth), Simulator(parallel=False))
     assert found.values["sync.ffts_service"] == pytest.approx(80, rel=0.5), found.values
@@ -179,7 +182,7 @@ def test_prediction_intervals_widen_outside_the_calibrated_domain_and_say_why():
     def predict(build="jit", **case):
         config = build_config({"case": {"s0": 128, "s1": 2048, **case}, "kernel": {"build": build},
                                "hardware": {"host": "x86_64"}})
-        return prediction(config, hw, 36000.0, config.case.s0 // 128, 1)
+        return prediction(kernel_plan(config, hw), 36000.0)
 
     inside = predict()
     assert inside["interval_reasons"] == [] and inside["interval_half_width"] == hw.calibration.half_width
@@ -194,8 +197,8 @@ def test_prediction_intervals_widen_outside_the_calibrated_domain_and_say_why():
     causal = predict(causal=True)
     assert any("causal" in r for r in causal["interval_reasons"])
     assert predict("dsl")["interval_reasons"] == []  # the port's defaults were measured
-    other_board = prediction(build_config({"hardware": {"preset": "910b1", "host": "x86_64"}}), preset("910b1"),
-                             36000.0, 1, 1)
+    other_board = prediction(kernel_plan(build_config({"hardware": {"preset": "910b1", "host": "x86_64"}}),
+                                         preset("910b1")), 36000.0)
     assert any("no measured points" in r for r in other_board["interval_reasons"])
 
 
@@ -218,7 +221,7 @@ def calibrate_cli(tmp_path, *args, timeout=600):
     (POINTS_HEADER + ROW.replace("stream", "unknown"), "timing unknown needs timing_evidence"),
     (POINTS_HEADER + ROW.replace("x86_64", "riscv"), "host 'riscv'"),
     (POINTS_HEADER + ROW.replace(",1,128,128,", ",2,128,128,"), "is not S0/CUBE_S0"),
-    (POINTS_HEADER + ROW.replace("jit", "older"), "must be a shipped build: manual, jit, dsl"),
+    (POINTS_HEADER + ROW.replace("jit", "older"), "kernel.build = 'older' is neither a shipped build nor a bundle"),
     ("a,b\n1,2\n", "column preset"),
     (b"\xff\xfe\x00garbage", "cannot be read"),
 ], ids=["header only", "zero time", "nan time", "illegal shape", "unknown timing", "unknown without evidence",
@@ -274,3 +277,34 @@ def test_an_empty_schedule_cell_takes_the_rows_builds_default(tmp_path):
         c = build_config({"kernel": {"build": p.kernel}, "case": {"s0": p.s0, "s1": p.s1}})
         assert (p.tile_s1, p.qk_preload, p.sync_period) == (
             c.tiling.tile_s1, c.schedule.qk_preload, c.schedule.cv_fifo_cons_sync_period)
+
+
+def test_a_users_own_bundle_calibrates_and_its_choices_enter_the_presets(tmp_path, monkeypatch):
+    """Points of a bundle file of one's own (relative to the CSV; a choice no shipped build has): ``calibrate
+    --kernel FILE`` fits them alone, the presets' domain lists its choices, so a run of it on the fitted preset
+    is not widened for them — and is on the shipped one.  A board without points takes the fit scaled by its own
+    ``chip.gm_scale`` (910b4: half the L2 bandwidth)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "mine.toml").write_text('base = "jit"\n[kernel]\ncube_handoff = "unit_flag"\n')
+    (tmp_path / "b" / "pts.csv").write_text(
+        "preset,kernel,timing,host,blocks,head,s0,s1,time_us\n"
+        "910b2,mine.toml,stream,aarch64,1,128,128,1024,17.9\n910b2,mine.toml,stream,x86_64,1,128,128,1024,17.0\n"
+        "910b2,mine.toml,stream,aarch64,4,128,512,2048,27.5\n910b2,mine.toml,stream,x86_64,4,128,512,2048,26.4\n"
+        "910b2,jit,stream,x86_64,1,128,128,2048,22.1\n")
+    from tfa_sim.cli import main
+
+    assert main(["calibrate", "--points", "b/pts.csv", "--kernel", "b/mine.toml", "--out", "out"]) == 0
+    fitted = load_hardware(build_config({"hardware": {"file": "out/910b2.toml"}}).hardware)
+    assert fitted.calibration.builds == ["mine"] and fitted.calibration.points == 4  # the jit row left out
+    assert "cube_handoff=unit_flag" in fitted.calibration.choices
+    other = load_hardware(build_config({"hardware": {"file": "out/910b4.toml"}}).hardware)
+    assert other.gm.l2_bandwidth == pytest.approx(fitted.gm.l2_bandwidth * preset("910b4").gm_scale, rel=1e-5)
+
+    def reasons(**hardware):
+        return tfa_sim.run(overrides={"kernel.build": "b/mine.toml", "numerics.enabled": False,
+                                      **{f"hardware.{k}": v for k, v in hardware.items()}},
+                           event_log=False).summary["interval_reasons"]
+
+    assert not any("cube_handoff" in r for r in reasons(file="out/910b2.toml"))
+    assert "kernel.cube_handoff = unit_flag never measured (measured: flags)" in reasons(preset="910b2")

@@ -15,6 +15,7 @@ from tfa_sim.sim.prediction import prediction
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 #: The board tables' own columns, and rows of the shared full-chip file in them (tests/data has none of it).
 TABLE_HEADER = ("source,kernel,card,timing,units,grid,head,s0,s1,cube_s0,cube_s1,tile_s1,qk_preload,cv_fifo_size,"
@@ -36,11 +37,12 @@ def test_a_board_table_row_reads_as_the_point_it_means(tmp_path):
     """card a3_24 runs on the 910b2 preset; units / s1_split are the row blocks; an empty tile_s1 is the build's;
     an unknown timing naming no evidence may be any figure the table reports; a split row keeps its split."""
     manual, dsl, halves = load_points(table(tmp_path, MANUAL, DSL_AB, DSL_SPLIT))
-    assert (manual.preset, manual.blocks, manual.tile_s1, manual.timing_evidence) == ("910b2", 32, 256, TABLE_EVIDENCE)
+    assert (manual.preset, manual.row_blocks, manual.tile_s1, manual.timing_evidence) == \
+        ("910b2", 32, 256, TABLE_EVIDENCE)
     assert set(manual.timings) == {"kernel", "stream", "sync"}
-    assert (dsl.preset, dsl.kernel, dsl.timing, dsl.blocks, dsl.qk_preload, dsl.s1_split) == \
+    assert (dsl.preset, dsl.kernel, dsl.timing, dsl.row_blocks, dsl.qk_preload, dsl.s1_split) == \
         ("910b2", "dsl", "sync", 32, 3, 1)
-    assert halves.blocks == 32 and halves.s1_split == 2 and halves.config().schedule.s1_split == 2
+    assert halves.row_blocks == 32 and halves.s1_split == 2 and halves.config().schedule.s1_split == 2
     assert halves.shape != dsl.shape and "split 2" in halves.label
     shipped = [p for p in load_points(POINTS_FILES[1]) if p.source.startswith("dsl_sync_period_ab")
                and p.s1 == 4096 and p.sync_period == 4]
@@ -71,8 +73,8 @@ def run_figures(point):
     """What ``tfa-sim run`` prints for the point's config: its three figures and their intervals."""
     config = point.config(host=point.host)
     hw = load_hardware(config.hardware)
-    sim = simulate(config, hw, None, log_events=False)
-    return {"kernel": sim.time_us, **prediction(config, hw, sim.total_cycles, sim.blocks, sim.waves)}
+    sim = simulate(kernel_plan(config, hw), None, log_events=False)
+    return {"kernel": sim.time_us, **prediction(kernel_plan(config, hw), sim.total_cycles)}
 
 
 FIGURE = {"kernel": ("kernel", "time_interval_us"), "stream": ("launch_period_us", "launch_period_interval_us"),
@@ -125,7 +127,7 @@ def test_a_split_is_inside_the_domain_only_where_a_measured_launch_had_it(tmp_pa
         config = build_config({"case": {"s0": 1024, "s1": 4096}, "kernel": {"build": "dsl"},
                                "schedule": {"s1_split": split},
                                "hardware": {"file": str(preset_file), "host": "x86_64"}})
-        return prediction(config, load_hardware(config.hardware), 180000.0, 16 * split, 1)["interval_reasons"]
+        return prediction(kernel_plan(config), 180000.0)["interval_reasons"]
 
     assert load_hardware(build_config({"hardware": {"file": str(older)}}).hardware).calibration.s1_split == [1]
     assert reasons(older, 1) == [] and reasons(older, 2) == ["schedule.s1_split = 2 never measured (measured: 1)"]

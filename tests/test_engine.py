@@ -23,6 +23,7 @@ from tfa_sim.spec.errors import InputError, ScheduleError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config, load_config
 from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.stages.plan import kernel_plan
 
 BACKEND = get_backend("native")
 
@@ -32,7 +33,7 @@ def simulate_numbers(config, hw=None, backend=BACKEND):
     inputs = generate_inputs(config)
     c = config.case
     out = np.zeros((c.batch, c.heads, c.s0, c.head), np.float32)
-    result = simulate(config, hw, Numerics(backend, inputs, out), log_events=False)
+    result = simulate(kernel_plan(config, hw), Numerics(backend, inputs, out), log_events=False)
     return out, inputs, result
 
 
@@ -164,7 +165,7 @@ def two_resource_recurrence(config, costs):
 def test_one_block_equals_two_resource_recurrence(overrides):
     config = load_config(overrides=["numerics.enabled=false"] + overrides)
     hw = ideal_hardware(config)
-    result = simulate(config, hw, None, log_events=False)
+    result = simulate(kernel_plan(config, hw), None, log_events=False)
     assert result.total_cycles == two_resource_recurrence(config, Costs(hw))
 
 
@@ -176,7 +177,7 @@ def test_gm_contention_emerges_from_traffic():
     per_block, gm_stall = {}, {}
     for cores in (1, 24):
         chip = narrow.with_cores(cores)
-        r = simulate(config, chip, None, log_events=False)
+        r = simulate(kernel_plan(config, chip), None, log_events=False)
         per_block[cores] = r.total_cycles / r.waves
         gm_stall[cores] = sum(s["gm"] for s in r.stats.stalls.values()) / r.blocks
     assert per_block[24] > 1.5 * per_block[1], per_block
@@ -193,7 +194,7 @@ def test_runs_are_deterministic():
 
 def test_blocks_run_in_waves():
     config = load_config(overrides=["numerics.enabled=false", "case.s0=1024", "hardware.cores=3"])
-    r = simulate(config, load_hardware(config.hardware), None, log_events=True)
+    r = simulate(kernel_plan(config, load_hardware(config.hardware)), None, log_events=True)
     assert (r.blocks, r.cores_used, r.waves) == (8, 3, 3)
     blocks_by_core = {}
     for e in r.stats.events:
@@ -235,7 +236,7 @@ def test_fifo_overwrite_is_a_hazard(tmp_path):
     hw = load_hardware(config.hardware)
     slow = slow_vector(hw, 8.0)
     with pytest.raises(ScheduleError, match=r"qk_tile_fifo slot 0 .* overwritten by FIXPIPE"):
-        simulate(config, slow, None, log_events=False)
+        simulate(kernel_plan(config, slow), None, log_events=False)
 
 
 def test_flag_waited_more_often_than_set_is_diagnosed():

@@ -19,6 +19,7 @@ from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
 from tfa_sim.spec.units import parse_unit
+from tfa_sim.stages.plan import kernel_plan
 
 
 def test_the_columnar_log_reads_back_as_the_csv_rows(timing_run):
@@ -33,7 +34,7 @@ def test_the_columnar_log_reads_back_as_the_csv_rows(timing_run):
 
 def test_save_and_load_round_trip_every_column():
     config = load_config(None, None, ["case.s0=256", "case.s1=1024", "numerics.enabled=false"])
-    log = simulate(config, load_hardware(config.hardware), None, log_events=True).stats.events
+    log = simulate(kernel_plan(config, load_hardware(config.hardware)), None, log_events=True).stats.events
     assert isinstance(log, EventLog)
     buf = io.BytesIO()
     log.save(buf)
@@ -165,7 +166,7 @@ def test_columnar_critical_path_equals_the_networkx_walk(overrides):
 
     config = load_config(None, None, ["numerics.enabled=false", *overrides])
     hw = load_hardware(config.hardware)
-    sim = simulate(config, hw, None, log_events=True)
+    sim = simulate(kernel_plan(config, hw), None, log_events=True)
     overhead, launches = dataclasses.asdict(hw.overhead), [x.first_block for x in sim.launches[1:]]
     length, path, share = networkx_critical_path(sim.stats.events.records(), overhead, launches)
     cp = critical_path_report(sim.stats.events, overhead, launches)

@@ -11,6 +11,7 @@ from tfa_sim.sim.simulation import launches, simulate
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 DECODE = {"heads": 32, "kv_heads": 8, "s0": 1}
 #: The manual build's 100-block launch folds to within this of its full time (+0.28 % measured; +3.8 % when the
@@ -41,8 +42,8 @@ def test_a_uniform_launch_folds_to_its_full_time(case, schedule, samples):
     a little faster than linearly on these decode launches, whose cores wait for it most of the time.)  The jit
     build: its first wave reads K and V from HBM, which staggers the cores the same way in every wave."""
     config, hw = timing(case, schedule, "jit")
-    full = simulate(config, hw, None, log_events=False)
-    folded = simulate(config, hw, None, log_events=False, fold=True)
+    full = simulate(kernel_plan(config, hw), None, log_events=False)
+    folded = simulate(kernel_plan(config, hw), None, log_events=False, fold=True)
     assert folded.folded[0]["samples"] == samples
     assert folded.total_cycles == pytest.approx(full.total_cycles, rel=0.01)
     assert (folded.gm_bytes, folded.hbm_bytes) == (full.gm_bytes, full.hbm_bytes)
@@ -65,8 +66,8 @@ def test_a_prefetched_or_persistent_launch_folds_closely(build, rel):
     the units' phase of the credit rule), both repeating their third wave, fold closely."""
     case = {"heads": 1, "kv_heads": 1, "s0": 128 * 100, "s1": 12800}
     config, hw = timing(case, {}, build)
-    full = simulate(config, hw, None, log_events=False)
-    folded = simulate(config, hw, None, log_events=False, fold=True)
+    full = simulate(kernel_plan(config, hw), None, log_events=False)
+    folded = simulate(kernel_plan(config, hw), None, log_events=False, fold=True)
     tiles = case["s1"] // 256
     k1, k2 = cuts(config.schedule.qk_preload, 4, tiles if build == "dsl" else None)
     rest = config.case.batch * config.case.heads * -(-config.case.s0 // 128) % 24  # the partial wave's blocks
@@ -91,11 +92,11 @@ def test_a_launch_prefetched_in_part_runs_in_full(case, why, near):
     S0 = S1 = 4096, whose prefetched blocks 0–31 all run in the sampled waves, and a decode step's one
     S0 = 128 chunk, within the shorter cut."""
     ok, hw = timing(near, {}, "manual")
-    assert isinstance(simulate(ok, hw, None, log_events=False, fold=True).folded, list)
+    assert isinstance(simulate(kernel_plan(ok, hw), None, log_events=False, fold=True).folded, list)
     config, hw = timing(case, {}, "manual")
-    folded = simulate(config, hw, None, log_events=False, fold=True)
+    folded = simulate(kernel_plan(config, hw), None, log_events=False, fold=True)
     assert folded.folded == f"not folded: {why}"
-    assert folded.total_cycles == simulate(config, hw, None, log_events=False).total_cycles
+    assert folded.total_cycles == simulate(kernel_plan(config, hw), None, log_events=False).total_cycles
 
 
 def test_split_s1_folds_both_launches_over_waves():
@@ -103,8 +104,8 @@ def test_split_s1_folds_both_launches_over_waves():
     waves of such short chunks drift apart, so the fold is looser here than on long blocks (within 2 %: −1.3 %
     measured; benchmarks/bench_fold.py measures up to −5.6 % on split decode points)."""
     config, hw = timing({"batch": 2, "s0": 100, "s1": 4096}, {"s1_split": 4})
-    full = simulate(config, hw, None, log_events=False)
-    folded = simulate(config, hw, None, log_events=False, fold=True)
+    full = simulate(kernel_plan(config, hw), None, log_events=False)
+    folded = simulate(kernel_plan(config, hw), None, log_events=False, fold=True)
     assert [f["launch"] for f in folded.folded] == ["tfa", "combine"]
     assert folded.folded[0]["samples"] == [[48, None], [72, None], [64, None]]
     assert folded.total_cycles == pytest.approx(full.total_cycles, rel=0.02)
@@ -115,7 +116,7 @@ def test_split_s1_folds_both_launches_over_waves():
 
 def test_samples_in_a_forked_process_give_the_same_figures():
     config, hw = timing({"batch": 4, "s1": 4096})
-    kernels = launches(config, hw, None)
+    kernels = launches(kernel_plan(config, hw), None)
     serial = simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=False)
     forked = simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=True)
     assert (forked.total_cycles, forked.gm_bytes, forked.hbm_bytes) == \
@@ -138,11 +139,11 @@ def test_cuts_span_whole_credit_periods_and_keep_a_persistent_grids_phase():
 def test_masked_runs_are_simulated_in_full_and_numerics_are_refused():
     config = build_config({"case": {"s0": 1024, "s1": 4096, "causal": True}, "numerics": {"enabled": False}})
     hw = load_hardware(config.hardware)
-    result = simulate(config, hw, None, log_events=False, fold=True)
+    result = simulate(kernel_plan(config, hw), None, log_events=False, fold=True)
     assert result.folded == "not folded: the causal mask makes blocks differ"
-    assert result.total_cycles == simulate(config, hw, None, log_events=False).total_cycles
+    assert result.total_cycles == simulate(kernel_plan(config, hw), None, log_events=False).total_cycles
     with pytest.raises(InputError, match="--no-numerics"):
-        simulate(config, hw, None, log_events=True, fold=True)
+        simulate(kernel_plan(config, hw), None, log_events=True, fold=True)
 
 
 @pytest.mark.parametrize("parallel", [False, True])
@@ -152,7 +153,7 @@ def test_a_hazard_in_a_sample_is_reported_and_no_helper_process_is_left(parallel
     from tfa_sim.buffers.pools import HazardError
 
     config, hw = timing({"batch": 4, "s1": 4096}, {"qk_preload": 8, "cv_fifo_size": 8})
-    kernels = launches(config, hw, None)
+    kernels = launches(kernel_plan(config, hw), None)
     before = children()
     with pytest.raises(HazardError, match="l1_exp_max"):
         simulate_folded(kernels, hw, config.schedule.qk_preload, parallel=parallel)

@@ -13,6 +13,7 @@ from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
+from tfa_sim.stages.plan import kernel_plan
 
 # short last block (S0 = 300), GQA, split-S1 with its combine launch: every kind of block and launch
 CASE = {"s0": 300, "s1": 1024, "heads": 4, "kv_heads": 2}
@@ -58,7 +59,7 @@ def test_blocks_steps_run_on_the_worker_threads(monkeypatch):
     monkeypatch.setattr(ops, "_run_steps", spy)
     config = build_config({"case": {"s0": 512, "s1": 1024}, "numerics": {"threads": 2}})
     numerics = prepare_numerics(config, None, {})
-    simulate(config, load_hardware(config.hardware), numerics, log_events=False)
+    simulate(kernel_plan(config, load_hardware(config.hardware)), numerics, log_events=False)
     assert len(seen) == 4 and all(name.startswith("numerics") for name in seen)  # one per block
     assert np.isfinite(numerics.out).all()
 
@@ -75,7 +76,7 @@ def test_an_error_in_a_workers_step_reaches_the_caller(monkeypatch):
     numerics = prepare_numerics(config, None, {})
     before = threading.active_count()
     with pytest.raises(FloatingPointError, match="step of block"):
-        simulate(config, load_hardware(config.hardware), numerics, log_events=False)
+        simulate(kernel_plan(config, load_hardware(config.hardware)), numerics, log_events=False)
     assert threading.active_count() == before
 
 

@@ -10,17 +10,18 @@ from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.costs import Costs, Step, VectorOp, compute_gu_ops, compute_p_ops, insert_sync
+from tfa_sim.spec.costs import Costs, Step, VectorOp, compute_gu_ops, compute_p_ops, insert_sync, port_softmax
 from tfa_sim.spec.errors import ScheduleError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
 from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.stages.plan import kernel_plan
 
 
 def one_block(*overrides, hw_values=None, vector_slowdown=1.0):
     config = load_config(overrides=["numerics.enabled=false", "hardware.cores=1", *overrides])
     hw = slow_vector(load_hardware(config.hardware).with_values(hw_values or {}), vector_slowdown)
-    result = simulate(config, hw, None, log_events=True)
+    result = simulate(kernel_plan(config, hw), None, log_events=True)
     return config, hw, [e for e in result.stats.events if e.pipe != "dispatch"]
 
 
@@ -92,7 +93,7 @@ def test_x_exp_follows_the_shared_source_counter():
     loads = [e for e in events if e.unit == unit and e.kind in ("TLOAD QK", "TLOAD PV")]  # program order (MTE2)
     softmax = {(e.tile, e.sub): e for e in events if e.unit == unit and e.kind == "VEC softmax"}
     for counter, load in enumerate(loads):
-        assert load.slots["veccore0.UB.src"] == counter % config.schedule.ub_src, (counter, load)
+        assert load.slots["veccore0.UB.src"] == counter % kernel_plan(config).buffers.ub_src, (counter, load)
         if load.kind == "TLOAD QK":
             x_exp = softmax[(load.tile, load.sub)].slots["veccore0.UB.x_exp"]
             assert x_exp == counter % config.schedule.ub_x_exp, (counter, load)
@@ -126,7 +127,7 @@ def test_preload_plus_one_tiles_is_safe_at_preload_equal_to_fifo_depth(fifo):
     inputs = generate_inputs(config)
     backend = get_backend("native")
     out = np.zeros((1, 1, config.case.s0, config.case.head), np.float32)
-    simulate(config, load_hardware(config.hardware), Numerics(backend, inputs, out), log_events=False)
+    simulate(kernel_plan(config, load_hardware(config.hardware)), Numerics(backend, inputs, out), log_events=False)
     want, _ = run_functional(backend, config, inputs)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 
@@ -137,7 +138,7 @@ def test_preload_equal_to_fifo_depth_overwrites_l1_exp_max_with_enough_tiles(fif
     config = load_config(overrides=["numerics.enabled=false", f"schedule.cv_fifo_size={fifo}",
                                     f"schedule.qk_preload={fifo}", f"case.s1={256 * (fifo + extra)}"])
     with pytest.raises(ScheduleError) as err:
-        simulate(config, load_hardware(config.hardware), None, log_events=False)
+        simulate(kernel_plan(config, load_hardware(config.hardware)), None, log_events=False)
     msg = str(err.value)
     slot = (fifo + 1) % fifo
     want = (f"l1_exp_max slot {slot} overwritten by VEC softmax [compute_p t{fifo + 1} #0]",
@@ -180,13 +181,13 @@ def test_inserted_barriers_follow_read_after_write_write_after_write_and_write_a
 def test_the_ports_softmax_has_the_compilers_barriers():
     """emit_softmax (fa_builder.py) under insert-sync: one barrier more per later-tile row slice than the
     manual macro, and its tile-wide exponent starts a group of its own."""
-    assert names(compute_p_ops(16, 512, True, "none", compiled=True)) == [
+    assert names(compute_p_ops(16, 512, True, "none", body=port_softmax)) == [
         ["TROWMAX"], ["TROWEXPANDSUB", "TMOV"], ["TMULS"], ["TEXP"], ["TROWSUM", "TCVT"]]
-    assert names(compute_p_ops(16, 512, False, "none", compiled=True)) == [
+    assert names(compute_p_ops(16, 512, False, "none", body=port_softmax)) == [
         ["TROWMAX"], ["TMAX"], ["TSUB"], ["TMOV", "TROWEXPANDSUB", "TMULS"], ["TMULS", "TEXP"], ["TEXP", "TMUL"],
         ["TROWSUM"], ["TADD", "TCVT"]]
     hw = load_hardware(load_config().hardware)
-    manual, port = Costs(hw), Costs(hw, compiled_barriers=True)
+    manual, port = Costs(hw), Costs(hw, port_softmax)
     for rows, cols in ((32, 256), (16, 512)):  # the port's slices; the same instructions, so the extra cost
         extra = port.compute_p(rows, cols, False, "none") - manual.compute_p(rows, cols, False, "none")
         assert 0 < extra < 0.04 * manual.compute_p(rows, cols, False, "none")  # is the extra stream starts

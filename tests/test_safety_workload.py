@@ -10,6 +10,7 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
 from tfa_sim.spec.workload import floor_sum, instruction_groups, selected_tiles
+from tfa_sim.stages.plan import kernel_plan
 
 
 @given(st.integers(0, 60), st.integers(1, 40), st.integers(0, 80), st.integers(0, 80))
@@ -49,6 +50,6 @@ def test_selected_tiles_count_what_the_blocks_issue(config, block_span, tile_spa
 @given(small_configs())
 def test_instruction_groups_bound_what_the_simulation_executes(config):
     assume(config is not None)
-    sim = simulate(config, load_hardware(config.hardware), None, log_events=True)
+    sim = simulate(kernel_plan(config, load_hardware(config.hardware)), None, log_events=True)
     executed = len(sim.stats.events)
     assert executed <= instruction_groups(config) <= 2 * executed

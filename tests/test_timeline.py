@@ -19,6 +19,7 @@ from tfa_sim.rundir.outputs import read_events, read_summary
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
+from tfa_sim.stages.plan import kernel_plan
 from tfa_sim.views.analysis import critical_path_report, plan
 from tfa_sim.views.timeline import STAGES, Bar, RunView, make_view, render
 
@@ -355,14 +356,14 @@ def test_critical_path_equals_makespan_when_resources_are_not_the_bound():
     free_moves = {f"move.{f.name}": float("inf") for f in dataclasses.fields(hw.move)}
     hw = hw.with_values({**free_moves, "gm.l2_latency": 0.0, "gm.miss_latency": 0.0, "gm.l2_bandwidth": float("inf"),
                          "gm.hbm_bandwidth": float("inf")})
-    r = simulate(config, hw, None)
+    r = simulate(kernel_plan(config, hw), None)
     o = dataclasses.asdict(hw.overhead)
     assert o["block_dispatch"] > 0 and hw.sync.flag_latency > 0
     cp = critical_path_report(r.stats.events, o)
     assert cp["length_cycles"] == pytest.approx(r.total_cycles, abs=1e-3)  # the report rounds to 1e-3
     # with 8 tiles the M pipe serialises independent QK and PV work: the path is shorter than the run
     config = load_config(overrides=["numerics.enabled=false"])
-    r = simulate(config, hw, None)
+    r = simulate(kernel_plan(config, hw), None)
     cp = critical_path_report(r.stats.events, o)
     assert cp["length_cycles"] < r.total_cycles
     unlimited = max(end for _, _, end in plan(r.stats.events, o, None))
@@ -380,7 +381,7 @@ def test_report_names_a_deliberately_slow_pipe(section, key, value, bound):
     config = load_config(overrides=["numerics.enabled=false", "case.s1=4096"])
     hw = load_hardware(config.hardware)
     slow = hw.with_values({f"{section}.{key}": value})
-    summary = timing_summary(simulate(config, slow, None, log_events=False), config)
+    summary = timing_summary(simulate(kernel_plan(config, slow), None, log_events=False), config)
     assert summary["bound_pipe"] == bound, summary["pipe_busy_mean"]
 
 

@@ -20,6 +20,7 @@ from tfa_sim.spec.blocks import make_blocks, order_blocks
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
 from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.stages.plan import kernel_plan
 
 F32 = np.float32
 
@@ -35,7 +36,7 @@ def sim_output(cfg, backend="native", cores=None):
     hw = hw.with_cores(cores) if cores else hw
     c = cfg.case
     num = Numerics(get_backend(backend), generate_inputs(cfg), np.zeros((c.batch, c.heads, c.s0, c.head), F32))
-    result = simulate(cfg, hw, num, log_events=False)
+    result = simulate(kernel_plan(cfg, hw), num, log_events=False)
     return num.out, result
 
 
@@ -108,7 +109,7 @@ def test_split_changes_o_only_through_the_documented_combine():
 def test_split_runs_a_second_launch_on_the_vector_cores():
     cfg = config(case={"s0": 1, "s1": 16384, "heads": 4, "kv_heads": 1}, schedule={"s1_split": 6},
                  numerics={"enabled": False})
-    result = simulate(cfg, load_hardware(cfg.hardware), None, log_events=True)
+    result = simulate(kernel_plan(cfg, load_hardware(cfg.hardware)), None, log_events=True)
     tfa, combine = result.launches
     assert (tfa.name, tfa.blocks, combine.name, combine.blocks) == ("tfa", 24, "combine", 4)
     assert combine.start == tfa.end + load_hardware(cfg.hardware).launch.gap("") and result.total_cycles == combine.end
@@ -146,7 +147,7 @@ def test_short_block_costs_whole_fractals():
     """A block of 1 row runs the cube as if it had 16 (one fractal), so its QK matmuls cost the same."""
     def qk_matmul_cycles(s0):
         cfg = config(case={"s0": s0, "s1": 1024}, numerics={"enabled": False})
-        r = simulate(cfg, load_hardware(cfg.hardware), None)
+        r = simulate(kernel_plan(cfg, load_hardware(cfg.hardware)), None)
         return sorted({e.end - e.start for e in r.stats.events if e.kind == "TMATMUL" and e.stage == "compute_qk"})
     assert qk_matmul_cycles(1) == qk_matmul_cycles(16) != qk_matmul_cycles(128)
 
@@ -223,7 +224,7 @@ def test_balance_is_reported_and_zigzag_beats_row_order_on_causal():
     def run(order):
         cfg = config(case={"s0": 8192, "s1": 8192, "causal": True}, schedule={"block_order": order},
                      numerics={"enabled": False}, hardware={"cores": 8})
-        return simulate(cfg, load_hardware(cfg.hardware), None, log_events=False)
+        return simulate(kernel_plan(cfg, load_hardware(cfg.hardware)), None, log_events=False)
     row, zig = run("row"), run("zigzag")
     for r in (row, zig):
         busy = r.core_busy
@@ -238,7 +239,7 @@ def test_window_time_scales_with_the_window_not_with_s1():
     def run(window, s1):
         cfg = config(case={"s0": 2048, "s1": s1, "causal": True, "window": window}, numerics={"enabled": False},
                      hardware={"cores": 1})
-        r = simulate(cfg, load_hardware(cfg.hardware), None, log_events=False)
+        r = simulate(kernel_plan(cfg, load_hardware(cfg.hardware)), None, log_events=False)
         computed = r.work["tiles_issued"] * cfg.tiling.k_tile_factor - r.work["sub_tiles_skipped"]
         return r.total_cycles, computed, r.work["tiles_skipped"]
     runs = {w: run(w, 8192) for w in (256, 512, 1024, 1536)}  # W < S0: the window binds the late rows

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from tfa_sim import __version__
 from tfa_sim.rundir.directory import EVENTS_CSV_MAX, TRACE_MAX_EVENTS
-from tfa_sim.spec.builds import SHIPPED
 from tfa_sim.spec.config import Config, parse_override, parse_span
 from tfa_sim.spec.errors import InputError, TfaSimError
 from tfa_sim.spec.safety import check_name, check_path, os_problem, show
@@ -34,8 +33,15 @@ def _config_args(p: argparse.ArgumentParser, positional: bool = True, backend: b
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config key (repeatable), e.g. --set schedule.qk_preload=2")
     p.add_argument("--hw", help="hardware preset name (910b1…910b4) or preset TOML file")
+    _plugin_arg(p)
     if backend:
         p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
+
+
+def _plugin_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin", dest="plugins", action="append", default=[], metavar="FILE",
+                   help="a module adding values to the design choices' registries, loaded first (repeatable; "
+                   "added to kernel.plugins; docs/guide/extending.md)")
 
 
 def _overrides(texts: list[str]) -> dict[str, Any]:
@@ -61,7 +67,7 @@ def _config_from(args: argparse.Namespace) -> Config:
         overrides["numerics.backend"] = args.backend
     if args.mask:
         overrides["case.mask"] = args.mask
-    return load_config(args.config, case=args.case, overrides=overrides, hw=args.hw)
+    return load_config(args.config, case=args.case, overrides=overrides, hw=args.hw, plugins=args.plugins)
 
 
 #: A run with more instruction groups than this exits without tearing down its heap (see :func:`cmd_run`).
@@ -176,7 +182,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tfa_sim.views.profile import PROFILE_FILES, format_profile
 
     result = profile(args.profile, args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw,
-                     op=args.op, launch=args.launch, out=args.out or True)
+                     op=args.op, launch=args.launch, out=args.out or True, plugins=args.plugins)
     print(format_profile(result.report))
     print(f"  wrote {result.out_dir}/ ({', '.join(PROFILE_FILES)})")
     return 0
@@ -220,7 +226,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else default_out(args.file)
     _, points = sweep_table(args.file, jobs=args.jobs, out=out, executor=args.executor, scheduler=args.scheduler,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, plugins=args.plugins)
     report = sweep_report(out, plots=not args.no_plots)
     print(f"tfa-sim sweep: {len(points)} points in {out}/results.jsonl (+ results.csv): "
           + ", ".join(f"{k} {v}" for k, v in report["status"].items()))
@@ -235,7 +241,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     result = tune(args.config, case=args.case, overrides=_overrides(args.overrides), hw=args.hw, space=args.space,
                   budget_s=args.budget_s, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler,
                   out=args.out or True, top=args.top, progress=not args.no_progress,
-                  echo=None if args.no_progress else lambda line: print(line, file=sys.stderr))
+                  echo=None if args.no_progress else lambda line: print(line, file=sys.stderr), plugins=args.plugins)
     print(result.report)
     out = result.out_dir
     assert out is not None, "the command keeps its tune directory"
@@ -417,6 +423,7 @@ def _explore_parsers(sub: Any) -> None:
                    "--jobs workers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="report without plots (sweep-report DIR draws them)")
+    _plugin_arg(p)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots (no simulation)")
     p.add_argument("dir")
@@ -459,7 +466,8 @@ def _calibrate_parser(sub: Any) -> None:
                    "docs/calibration.md)")
     p.add_argument("--profiles", metavar="LIST", help="TOML or CSV naming board profiles (msprof, torch_npu) and the "
                    "config each ran: each a point of timing task (docs/calibration.md, \"Profiles as points\")")
-    p.add_argument("--kernel", choices=SHIPPED, help="fit only the points of this build (manual, jit, dsl)")
+    p.add_argument("--kernel", metavar="BUILD", help="fit only the points of this build: a shipped one (manual, jit, "
+                   "dsl) or a bundle file's path")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
     p.add_argument("--out", help="directory for the report and the fitted presets DIR/<preset>.toml "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,11 +29,13 @@ if TYPE_CHECKING:
 
 
 def load_config(path: str | Path | None = None, *, case: str | None = None,
-                overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None) -> Config:
+                overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None,
+                plugins: Sequence[str] = ()) -> Config:
     """A legal config: the file ``path`` (TOML or YAML), the shipped ``case``, or the built-in case; then
     ``overrides`` such as ``{"case.s1": 8192}`` (the keys and checks of ``--set``) and ``hw``, a preset's name
-    or a preset file (as ``--hw``)."""
-    return load.load_config(path, case, (), settings(overrides, hw))
+    or a preset file (as ``--hw``); ``plugins`` (as ``--plugin``) are added to its ``kernel.plugins``
+    (docs/guide/extending.md)."""
+    return load.load_config(path, case, (), settings(overrides, hw), [str(p) for p in plugins])
 
 
 def settings(overrides: Mapping[str, Any] | None, hw: str | Path | None = None) -> list[tuple[str, str, Any]]:
@@ -64,23 +66,26 @@ def hw_setting(text: str) -> tuple[str, str, str]:
 
 
 def chosen(config: Config | str | Path | None, case: str | None, overrides: Mapping[str, Any] | None,
-           hw: str | Path | None) -> Config:
-    """The config a function of the API is given: a :class:`Config` (with ``overrides`` and ``hw`` set on it), or
-    a file, a shipped ``case`` or the built-in one as :func:`load_config` takes them."""
+           hw: str | Path | None, plugins: Sequence[str] = ()) -> Config:
+    """The config a function of the API is given: a :class:`Config` (with ``overrides``, ``hw`` and ``plugins``
+    set on it), or a file, a shipped ``case`` or the built-in one as :func:`load_config` takes them."""
     if isinstance(config, Config):
         if case is not None:
             raise InputError("give either a Config or case=NAME, not both")
-        return load.configure(config.to_dict(), settings(overrides, hw)) if overrides or hw is not None else config
-    return load_config(config, case=case, overrides=overrides, hw=hw)
+        extra = settings(overrides, hw)
+        if plugins:
+            extra.append(("kernel", "plugins", [*load.with_plugins(config.to_dict(), extra), *map(str, plugins)]))
+        return load.configure(config.to_dict(), extra) if extra else config
+    return load_config(config, case=case, overrides=overrides, hw=hw, plugins=plugins)
 
 
 def run(config: Config | str | Path | None = None, *, case: str | None = None,
         overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, backend: str | None = None,
         numerics: bool = True, event_log: bool = True, inputs: str | Path | None = None,
         out: str | Path | bool | None = None, fold: bool = False, events_csv: bool = False,
-        trace_window: tuple[int, int] | None = None) -> Result:
+        trace_window: tuple[int, int] | None = None, plugins: Sequence[str] = ()) -> Result:
     """Simulate one config (``tfa-sim run``): a :class:`Config`, a config file, the shipped ``case`` or the
-    built-in one, with ``overrides`` and ``hw`` as :func:`load_config` takes them.
+    built-in one, with ``overrides``, ``hw`` and ``plugins`` as :func:`load_config` takes them.
 
     ``backend`` numpy or native; ``numerics=False`` times the run without arithmetic; ``event_log=False``
     keeps no log; ``inputs`` a directory of q/k/v ``.npy`` or ``.bin``.  ``out``: the run directory to write
@@ -94,7 +99,7 @@ def run(config: Config | str | Path | None = None, *, case: str | None = None,
         extra["numerics.backend"] = backend
     if not numerics:
         extra["numerics.enabled"] = False
-    config = chosen(config, case, extra, hw)
+    config = chosen(config, case, extra, hw, plugins)
     source = None if inputs is None else str(inputs)
     if out is None or out is False:
         return Result(runner.compute(config, source, event_log, fold))
@@ -138,7 +143,8 @@ def check(run_dir: str | Path, *, golden: str | Path | None = None, eps: float =
 
 
 def sweep(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Path | None = None,
-          executor: str = "local", scheduler: str | None = None, progress: bool = False) -> pd.DataFrame:
+          executor: str = "local", scheduler: str | None = None, progress: bool = False,
+          plugins: Sequence[str] = ()) -> pd.DataFrame:
     """``tfa-sim sweep``: run (or, into an ``out`` that holds part of it, resume) a sweep of ``spec``, a sweep
     TOML file or its tables as a mapping (``{"base": …, "axes": {"schedule.qk_preload": [2, 4]}, "sweep":
     …}``), on ``jobs`` worker processes.  One row per point, in the sweep's order: its axis values, then the
@@ -148,16 +154,20 @@ def sweep(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Pat
     require("tfa_sim.sweep() (its DataFrame)", "pandas")
     import pandas as pd
 
-    header, body = sweep_table(spec, jobs=jobs, out=out, executor=executor, scheduler=scheduler, progress=progress)
+    header, body = sweep_table(spec, jobs=jobs, out=out, executor=executor, scheduler=scheduler, progress=progress,
+                               plugins=plugins)
     return pd.DataFrame(body, columns=header)
 
 
 def sweep_table(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str | Path | None = None,
-                executor: str = "local", scheduler: str | None = None,
-                progress: bool = False) -> tuple[list[str], list[list[Any]]]:
-    """:func:`sweep`'s rows without pandas: the column names and a list per point, in the sweep's order."""
+                executor: str = "local", scheduler: str | None = None, progress: bool = False,
+                plugins: Sequence[str] = ()) -> tuple[list[str], list[list[Any]]]:
+    """:func:`sweep`'s rows without pandas: the column names and a list per point, in the sweep's order;
+    ``plugins`` (``--plugin``) are added to the base's ``kernel.plugins``."""
     from tfa_sim.explore.sweep import indices, load_sweep, point_at, results_table, run_sweep
 
+    if plugins:
+        spec = with_base_plugins(spec, plugins)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="tfa-sim-sweep-") as tmp:
             return sweep_table(spec, jobs=jobs, out=tmp, executor=executor, scheduler=scheduler, progress=progress)
@@ -165,6 +175,19 @@ def sweep_table(spec: str | Path | Mapping[str, Any], *, jobs: int = 1, out: str
     definition = load_sweep(spec)
     order = {point_at(definition, i)["key"]: n for n, i in enumerate(indices(definition))}
     return results_table(sorted(rows, key=lambda r: order.get(r["key"], len(order))), missing=None)
+
+
+def with_base_plugins(spec: str | Path | Mapping[str, Any], plugins: Sequence[str]) -> dict[str, Any]:
+    """A sweep's tables with ``plugins`` added to its ``[base]``'s ``kernel.plugins``."""
+    from tfa_sim.explore.sweep.spec import read_tables
+
+    tables = dict(spec) if isinstance(spec, Mapping) else read_tables(Path(spec))
+    base = tables.get("base", {})
+    if not isinstance(base, dict) or not isinstance(base.get("kernel", {}), dict):
+        return tables  # load_sweep refuses it in one line
+    kernel = dict(base.get("kernel", {}))
+    kernel["plugins"] = [*load.with_plugins(base, []), *map(str, plugins)]
+    return {**tables, "base": {**base, "kernel": kernel}}
 
 
 #: The columns of :attr:`TuneResult.candidates` after the axes.
@@ -203,7 +226,7 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
          overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None,
          space: str | Path | Mapping[str, Any] | None = None, budget_s: float | None = None, jobs: int = 1,
          executor: str = "local", scheduler: str | None = None, out: str | Path | bool | None = None, top: int = 5,
-         progress: bool = False, echo: Callable[[str], Any] | None = None) -> TuneResult:
+         progress: bool = False, echo: Callable[[str], Any] | None = None, plugins: Sequence[str] = ()) -> TuneResult:
     """``tfa-sim tune``: the best legal schedule for a case (docs/guide/tuning.md).  The case is ``config`` (a
     :class:`Config` or a file), or ``case``, with ``overrides`` and ``hw`` as :func:`load_config` takes them;
     ``space`` a sweep file or its tables as a mapping (None: the default space); ``budget_s`` the wall seconds
@@ -214,7 +237,7 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
     from tfa_sim.explore.tune import tune as run_tune
     from tfa_sim.explore.tune.report import format_report
 
-    case_config = chosen(config, case, overrides, hw)
+    case_config = chosen(config, case, overrides, hw, plugins)
     if out is None or out is False:
         with tempfile.TemporaryDirectory(prefix="tfa-sim-tune-") as tmp:
             result = tune(case_config, space=space, budget_s=budget_s, jobs=jobs, executor=executor,
@@ -231,7 +254,8 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
 
 def profile(path: str | Path, config: Config | str | Path | None = None, *, case: str | None = None,
             overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, op: str | None = None,
-            launch: int | None = None, out: str | Path | bool | None = None) -> ProfileResult:
+            launch: int | None = None, out: str | Path | bool | None = None,
+            plugins: Sequence[str] = ()) -> ProfileResult:
     """``tfa-sim profile``: a board's profile of the kernel beside the model's run of the config
     (docs/profiles.md).  ``path``: the directory ``msprof op`` wrote, the ``PROF_…`` directory of ``msprof
     --application`` or its op summary CSV, a torch_npu ``…_ascend_pt`` directory or its kernel_details.csv, a
@@ -243,8 +267,7 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     from tfa_sim.api import runner
     from tfa_sim.api.result import ProfileResult
     from tfa_sim.rundir.msprof import read_profile
-    from tfa_sim.spec.geometry import launch_geometry
-    from tfa_sim.spec.hardware import load_hardware
+    from tfa_sim.stages.plan import kernel_plan
     from tfa_sim.views.analysis import bubbles
     from tfa_sim.views.profile import check_charts, check_clock, check_launch, compare
 
@@ -253,14 +276,13 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
 
     board = read_profile(check_path(path, "profile"), op, launch=launch)
     timing_only = {**(overrides or {}), "numerics.enabled": False, "numerics.intermediate_check": False}
-    run_config = chosen(config, case, timing_only, hw)
-    hardware = load_hardware(run_config.hardware)
-    check_clock(board, hardware)
-    geometry = launch_geometry(run_config, hardware.cube_cores)
-    check_launch(board, run_config.name, geometry.main.grid, 1 if geometry.combine is None else 2)
+    run_config = chosen(config, case, timing_only, hw, plugins)
+    plan = kernel_plan(run_config)
+    check_clock(board, plan.hw)
+    check_launch(board, run_config.name, plan.geometry.main.grid, 1 if plan.geometry.combine is None else 2)
     done = runner.compute(run_config, None, event_log=False)  # only once the profile is the config's launch
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
-    result = ProfileResult(compare(board, done.summary, stalls))
+    result = ProfileResult(compare(board, done.summary, stalls, done.plan.geometry.main))
     if out is not None and out is not False:
         result.save(None if out is True else out)
     return result

@@ -33,9 +33,10 @@ from tfa_sim.sim.prediction import format_prediction, prediction
 from tfa_sim.sim.simulation import launches, simulate
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.hardware import Hardware, load_hardware
+from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.units import buffer_owner, parse_unit
 from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.stages.plan import KernelPlan, kernel_plan
 from tfa_sim.views.trace import collect_counters, write_trace
 
 
@@ -76,7 +77,7 @@ class Computed:
     the summary."""
 
     config: Config
-    hw: Hardware
+    plan: KernelPlan  # what the run resolved the config into (its chip, choices, geometry)
     sim: SimResult
     numerics: Numerics | None
     summary: dict[str, Any]
@@ -132,17 +133,18 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
     shared = None
     try:
         with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
-            kernels = launches(config, hw, numerics)  # refuses bad blocks (a mask hiding a row) before the goldens
+            plan = kernel_plan(config, hw)  # refuses bad blocks (a mask hiding a row) before the goldens
+            kernels = launches(plan, numerics)
             forked = numerics is not None and can_fork()
             shared = SharedGoldens(numerics.inputs, config, forked) if numerics is not None else None
-            sim = simulate(config, hw, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels,
+            sim = simulate(plan, numerics, log_events=event_log and not fold, fold=fold, kernels=kernels,
                            goldens_forked=forked)
         summary.update(timing_summary(sim, config))
-        summary.update(prediction(config, hw, sim.total_cycles, sim.blocks, sim.waves))
+        summary.update(prediction(plan, sim.total_cycles))
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)
         summary.update(config=config.to_dict(), versions=versions())
-        yield Computed(config, hw, sim, numerics, summary,
+        yield Computed(config, plan, sim, numerics, summary,
                        partial(_compare, numerics, config, shared) if numerics and shared else None)
     finally:
         if shared is not None:

@@ -211,13 +211,14 @@ class Ring:
         """``by`` starts writing the entry of tile ``t``."""
         slot = t % self.count
         held = self.holder[slot]
-        if held is not None:
+        if held is not None:  # the overwrite rule of every kernel.exp_ring value
             raise HazardError(
                 f"{self.name} slot {slot} overwritten by {by.label} at cycle {self.env.now:.0f} while the entry of "
                 f"tile {held} is still unread: the kernel does not sync this ring, so on the board compute_gu of "
-                f"tile {held} would silently rescale running_o with tile {t}'s factor and O would be wrong; this "
-                f"happens when qk_preload = cv_fifo_size ({self.count} entries) and a block has at least "
-                f"qk_preload + 2 tiles — use qk_preload < cv_fifo_size")
+                f"tile {held} would silently rescale running_o with tile {t}'s factor and O would be wrong; the "
+                f"stage order runs compute_p {t - held} tiles ahead of compute_gu and the ring has {self.count} "
+                f"entries — give kernel.exp_ring more than {t - held} entries or lower schedule.qk_preload "
+                f"(with exp_ring = fifo: qk_preload < cv_fifo_size)")
         self.holder[slot] = t
 
     def read(self, t: int, by: Any) -> None:

@@ -31,14 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.explore.points import Point, base_preset, measured_as, predicted
+from tfa_sim.explore.points import Point, base_preset, choice_words, measured_as, predicted
 from tfa_sim.sim.fold import foldable, folded_cycles
 from tfa_sim.sim.parallel import Forked, can_fork
 from tfa_sim.sim.simulation import launches, simulate
 from tfa_sim.spec.builds import SHIPPED
 from tfa_sim.spec.config import CONFIG_DIR
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.geometry import launch_geometry
 from tfa_sim.spec.hardware import HOSTS, preset_names
 
 #: The fit keeps every point's error within this when it can (then minimises the MAPE).
@@ -90,16 +89,14 @@ FITTED = SEARCHED + LINEAR
 def kernel_time(p: Point, values: dict[str, float], memo: dict[Hashable, float]) -> tuple[float, int]:
     """(kernel time µs, index of the last core that starts) of ``p`` with ``values``; a launch of more than
     :data:`FOLD_ABOVE` block-tiles folded, its samples kept in ``memo``."""
-    hw = base_preset(p.preset).with_values(values)
-    hw = hw.with_cores(p.cores) if p.cores else hw
-    config = p.config()
-    kernels = launches(config, hw, None)
-    cores = kernels[0].dispatch.cores
-    if p.blocks * (p.s1 // p.tile_s1) > FOLD_ABOVE and foldable(kernels) is None:
-        s = config.schedule
-        cycles = folded_cycles(kernels, hw, s.qk_preload, s.cv_fifo_cons_sync_period, 0.0, memo)
-        return cycles / hw.clock_mhz, cores - 1
-    sim = simulate(config, hw, None, log_events=False, kernels=kernels)
+    plan = p.plan(values)
+    kernels = launches(plan, None)
+    cores = plan.geometry.main.cores
+    if sum(b.tiles for b in plan.geometry.blocks) > FOLD_ABOVE and foldable(kernels) is None:
+        s = plan.config.schedule
+        cycles = folded_cycles(kernels, plan.hw, s.qk_preload, s.cv_fifo_cons_sync_period, 0.0, memo)
+        return cycles / plan.hw.clock_mhz, cores - 1
+    sim = simulate(plan, None, log_events=False, kernels=kernels)
     return sim.time_us, sim.cores_used - 1
 
 
@@ -140,7 +137,7 @@ class Simulator:
                 key = (p.shape, _node_key(values))
                 if key not in self.cache:
                     todo.setdefault(key, (p, values))
-        keys = sorted(todo, key=lambda k: -todo[k][0].blocks * todo[k][0].s1)  # longest first, dealt in turn
+        keys = sorted(todo, key=lambda k: -todo[k][0].row_blocks * todo[k][0].s1)  # longest first, dealt in turn
         there = keys[1::2] if self.parallel and len(keys) > 1 else []
         helper = Forked(_times, [todo[k] for k in there], self.memo) if there else None
         try:
@@ -453,15 +450,17 @@ def calibration_record(f: Fit, held_out: np.ndarray | None, sens: dict[str, tupl
 
 
 def builds(points: Sequence[Point]) -> list[str]:
-    """The builds among ``points``, in the order of :data:`~tfa_sim.spec.builds.SHIPPED`."""
-    return [b for b in SHIPPED if any(p.kernel == b for p in points)]
+    """The builds among ``points`` (their names in reports), the shipped ones first in the order of
+    :data:`~tfa_sim.spec.builds.SHIPPED`, then the others as they come."""
+    names = list(dict.fromkeys(p.build for p in points))
+    return [b for b in SHIPPED if b in names] + [b for b in names if b not in SHIPPED]
 
 
 def by_build(points: Sequence[Point], errors: np.ndarray) -> dict[str, dict[str, float]]:
     """Per build: its points, their MAPE and largest |error| (``errors``: relative, one per point)."""
     out = {}
     for b in builds(points):
-        mine = np.abs(np.array([e for p, e in zip(points, errors) if p.kernel == b]))
+        mine = np.abs(np.array([e for p, e in zip(points, errors) if p.build == b]))
         out[b] = {"points": len(mine), "mape": float(np.mean(mine)), "max_abs_error": float(np.max(mine))}
     return out
 
@@ -475,7 +474,7 @@ def format_report(f: Fit, held_out: np.ndarray | None = None,
              + ("   left out  error" if held_out is not None else "")]
     for i, (p, q, e) in enumerate(zip(f.points, f.predicted, f.errors)):
         timing = f"{p.timing}→{p.timing_evidence}" if p.timing == "unknown" else p.timing
-        row = (f"  {p.preset:6s} {p.kernel:6s} {timing:15s} {p.host or '-':8s} {p.blocks:6d} {p.s1:6d} "
+        row = (f"  {p.preset:6s} {p.build:6s} {timing:15s} {p.host or '-':8s} {p.row_blocks:6d} {p.s1:6d} "
                f"{p.sync_period:7d} {p.time_us:12.3f} {q:13.3f} {e:+7.1%}")
         if held_out is not None:
             row += f" {held_out[i]:10.3f} {held_out[i] / p.time_us - 1:+6.1%}"
@@ -535,29 +534,32 @@ def domain(points: Sequence[Point], width: float) -> dict[str, Any]:
     def seen(attr: str) -> list[int]:
         return sorted({getattr(p, attr) for p in points})
 
-    launched = [launch_geometry(p.config(), p.cores or base_preset(p.preset).cube_cores).main for p in points]
-    return {"calibration.builds": builds(points), "calibration.points": len(points),
+    launched = [p.launch for p in points]
+    local = sorted({p.config().schedule.local_slot_num for p in points})
+    return {"calibration.builds": builds(points), "calibration.choices": choice_words(points),
+            "calibration.points": len(points),
             "calibration.half_width": round(width, 4), "calibration.blocks_max": max(g.units for g in launched),
             "calibration.waves_max": max(g.waves for g in launched),
             "calibration.s1": seen("s1"), "calibration.head": seen("head"), "calibration.cube_s0": seen("cube_s0"),
             "calibration.cube_s1": seen("cube_s1"), "calibration.tile_s1": seen("tile_s1"),
             "calibration.qk_preload": seen("qk_preload"), "calibration.cv_fifo_size": seen("cv_fifo_size"),
-            "calibration.cv_fifo_cons_sync_period": seen("sync_period"), "calibration.s1_split": seen("s1_split")}
+            "calibration.cv_fifo_cons_sync_period": seen("sync_period"), "calibration.s1_split": seen("s1_split"),
+            "calibration.local_slot_num": local}
 
 
 def write_presets(f: Fit, width: float, directory: Path | None, note: str) -> list[Path]:
     """Fitted presets for every shipped chip into ``directory`` (None: the shipped configs/hw).
 
     The boards with measured points get the fitted values (one set: the micro-architecture is shared); the
-    others take them too, marked ``measured = false`` (wider intervals), 910b4 with half the L2 bandwidth, as
-    its GM (docs/timing.md, "Hardware figures").
+    others take them too, marked ``measured = false`` (wider intervals), their L2 bandwidth scaled by their own
+    ``chip.gm_scale`` (910b4: 0.5, half the GM bandwidth of the others; docs/timing.md, "Hardware figures").
     """
     boards = {p.preset for p in f.points}
     written = []
     for name in preset_names():
         values: dict[str, Any] = {**f.values, **domain(f.points, width), "calibration.measured": name in boards}
-        if name == "910b4" and name not in boards:
-            values["gm.l2_bandwidth"] /= 2
+        if name not in boards:
+            values["gm.l2_bandwidth"] *= base_preset(name).gm_scale
         path = (directory or CONFIG_DIR / "hw") / f"{name}.toml"
         _rewrite_preset(Path(base_preset(name).source), path, values,
                         note + ("" if name in boards else " (no measured points of this board: the fitted values "

@@ -17,7 +17,7 @@ import numpy as np
 from tfa_sim.explore.calibrate import LINEAR, Simulator, builds, by_build
 from tfa_sim.explore.points import Point, base_preset, figure, measured_as
 from tfa_sim.sim.prediction import prediction
-from tfa_sim.spec.geometry import launch_geometry
+from tfa_sim.stages.plan import kernel_plan
 
 #: The launch values a point's figure adds to its kernel time (tfa_sim.explore.points.figure).
 LAUNCH_KEYS = tuple(par.key for par in LINEAR if par.key.startswith("launch."))
@@ -52,14 +52,12 @@ def check_points(points: Sequence[Point], sim: Simulator | None = None) -> list[
     sim.prime(points, [{}])
     out = []
     for p in points:
-        hw = base_preset(p.preset)
-        hw = hw.with_cores(p.cores) if p.cores else hw
+        plan = kernel_plan(p.config(host=p.host), base_preset(p.preset))
+        hw = plan.hw
         kernel_us = sim.kernel(p, {})[0]
         values = {key: hw.value(key) for key in LAUNCH_KEYS}
         how = measured_as(p, kernel_us, values)
-        config = p.config(host=p.host)
-        grid = launch_geometry(config, hw.cube_cores).main
-        said = prediction(config, hw, kernel_us * hw.clock_mhz, grid.units, grid.waves)
+        said = prediction(plan, kernel_us * hw.clock_mhz)
         low, high = said[INTERVAL_OF[how]]
         out.append(Checked(p, how, figure(p, how, kernel_us, values), low, high, said["interval_half_width"]))
     return out
@@ -87,7 +85,7 @@ def format_check(rows: Sequence[Checked]) -> str:
              "  90 % interval µs        covered"]
     for i, r in enumerate(rows, start=1):
         p = r.point
-        lines.append(f"  {i:3d} {p.preset:6s} {p.kernel:6s} {r.how:7s} {p.host or '-':8s} {p.blocks:6d} {p.s1:6d} "
+        lines.append(f"  {i:3d} {p.preset:6s} {p.build:6s} {r.how:7s} {p.host or '-':8s} {p.row_blocks:6d} {p.s1:6d} "
                      f"{p.sync_period:7d} {p.time_us:12.3f} {r.predicted:13.3f} {r.error:+7.1%}  "
                      f"{r.low:10.2f}–{r.high:<10.2f} {'yes' if r.covered else 'NO'}")
     missed = ", ".join(map(str, record["missed_rows"])) or "none"

@@ -2,8 +2,9 @@
 points").
 
 LIST is a TOML file of ``[[profile]]`` tables or a CSV with the same keys as columns: ``dir`` (the profile, as
-``tfa-sim profile`` takes it: msprof's or torch_npu's; relative to LIST), ``kernel`` (the build that ran: manual, jit
-or dsl), the config it ran — ``config`` (a file, relative to LIST) or ``case`` (a shipped case), ``set``
+``tfa-sim profile`` takes it: msprof's or torch_npu's; relative to LIST), ``kernel`` (the build that ran: a shipped
+build, manual, jit or dsl, or a bundle file, relative to LIST), the config it ran — ``config`` (a file, relative
+to LIST) or ``case`` (a shipped case), ``set``
 (``section.key`` values; in a CSV ``section.key=value`` words) and ``hw`` (a shipped preset's name) — ``op`` where
 the profile holds several operators and ``launch`` (0-based) to take one of its launches rather than their mean.
 Each becomes a :class:`~tfa_sim.explore.points.Point` of timing ``task`` (the board's task duration: the model's
@@ -21,16 +22,15 @@ from typing import Any
 
 from tfa_sim.engine.report import timing_summary
 from tfa_sim.explore.calibrate import Fit
-from tfa_sim.explore.points import Point, base_preset, select_points
+from tfa_sim.explore.points import Point, select_points
 from tfa_sim.rundir.msprof import SIMULATED, BoardProfile, read_profile
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec import load
-from tfa_sim.spec.builds import SHIPPED
-from tfa_sim.spec.config import Config, parse_override
+from tfa_sim.spec.builds import SHIPPED, is_path, load_bundle
+from tfa_sim.spec.config import CHOICE_KEYS, Config, parse_override
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.geometry import launch_geometry
-from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
+from tfa_sim.stages.plan import kernel_plan
 from tfa_sim.views.profile import check_clock, check_launch, side_by_side
 
 #: A LIST entry's keys: True for the required ones.
@@ -127,10 +127,16 @@ def _relative(base: Path, text: Any, where: str, key: str) -> Path:
 
 
 def profiled(entry: dict[str, Any], base: Path) -> Profiled:
-    """A LIST entry read, checked against its config and made a point of timing ``task``."""
+    """A LIST entry read, checked against its config and made a point of timing ``task``; ``kernel``: the build
+    that ran, a shipped build's name or a bundle file's path (relative to the LIST)."""
     where, build = entry["where"], entry["kernel"]
-    if build not in SHIPPED:
-        raise InputError(f"{where}: kernel {show(build)} must be the build that ran: {', '.join(SHIPPED)}")
+    if is_path(build):
+        build = str(_relative(base, build, where, "kernel").resolve())
+    try:
+        load_bundle(build)
+    except InputError:
+        raise InputError(f"{where}: kernel {show(entry['kernel'])} must be the build that ran: a shipped build "
+                         f"({', '.join(SHIPPED)}) or a bundle file") from None
     config_file = _relative(base, entry["config"], where, "config") if entry.get("config") else None
     config = load.load_config(config_file, entry.get("case"), (), [*_settings(entry), ("kernel", "build", build)])
     if config.hardware.file:
@@ -143,10 +149,11 @@ def profiled(entry: dict[str, Any], base: Path) -> Profiled:
     c, t, s = config.case, config.tiling, config.schedule
     point = Point(config.hardware.preset, build, "task", "", c.head, c.s0, c.s1, t.cube_s0, t.cube_s1,
                   t.tile_s1, s.qk_preload, s.cv_fifo_size, s.cv_fifo_cons_sync_period, c.causal, board.task_us,
-                  config.hardware.cores)
+                  config.hardware.cores, choices=tuple((key, getattr(config.kernel, key)) for key in CHOICE_KEYS))
     _representable(point, config, where)
-    check_clock(board, load_hardware(config.hardware))
-    check_launch(board, config.name, launch_geometry(config, load_hardware(config.hardware).cube_cores).main.grid, 1)
+    plan = kernel_plan(config)
+    check_clock(board, plan.hw)
+    check_launch(board, config.name, plan.geometry.main.grid, 1)
     return Profiled(where, point, config, board)
 
 
@@ -173,10 +180,11 @@ def calibration_points(points_files: list[str], exclude: list[int], kernel: str 
     listed = Path(check_path(profiles, "--profiles"))
     found = [profiled(entry, listed.parent) for entry in read_list(listed)]
     rows = select_points(points_files, exclude, kernel) if points_files else []
-    chosen = [p for p in found if kernel is None or p.point.kernel == kernel]
+    build = str(Path(kernel).resolve()) if kernel is not None and is_path(kernel) else kernel
+    chosen = [p for p in found if build is None or p.point.kernel == build]
     if not rows and not chosen:
         raise InputError(f"--profiles {listed}: no profile of kernel {kernel!r}; it has "
-                         f"{', '.join(sorted({p.point.kernel for p in found}))}")
+                         f"{', '.join(sorted({p.point.build for p in found}))}")
     return rows + [p.point for p in chosen], chosen
 
 
@@ -187,9 +195,9 @@ def pipes_beside(fit: Fit, profiles: list[Profiled]) -> str:
         return ""
     lines = ["profiles: each pipe's busy time, board/model, at the fitted values (not fit targets):"]
     for p in profiles:
-        hw = base_preset(p.point.preset).with_values(fit.values)
-        sim = simulate(p.config, hw.with_cores(p.point.cores) if p.point.cores else hw, None, log_events=False)
-        pipes = side_by_side(p.board, timing_summary(sim, p.config), [])
+        plan = p.point.plan(fit.values)
+        sim = simulate(plan, None, log_events=False)
+        pipes = side_by_side(p.board, timing_summary(sim, p.config), [], plan.geometry.main)
         ratios = ", ".join(f"{name} {pipes[name]['ratio']:.2f}" for name in SIMULATED if pipes[name]["ratio"])
         read = (f"launch {p.board.launch} of {p.board.launches}" if p.board.launch is not None
                 else f"mean of {p.board.launches} launches" if p.board.launches > 1 else "1 launch")

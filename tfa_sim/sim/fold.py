@@ -154,7 +154,7 @@ class _Plan:
     def __init__(self, kernel: Kernel, qk_preload: int, period: int) -> None:
         dispatch = kernel.dispatch
         n, self.cores = dispatch.units, dispatch.cores
-        self.full_waves, self.rest = divmod(n, self.cores)
+        self.full_waves, self.rest = dispatch.full_waves, dispatch.rest
         self.tiles = max((b.tiles for b in dispatch.order if isinstance(b, Block)), default=0)
         tile_cuts = cuts(qk_preload, period, self.tiles if dispatch.persistent else None)
         self.cuts: tuple[int | None, ...] = tile_cuts if self.tiles > tile_cuts[-1] else (None,)
@@ -246,8 +246,7 @@ def _fold_launch(kernel: Kernel, hw: Hardware, qk_preload: int, period: int,
         pipe.busy = fit.get(("busy", pipe.full_name), 0.0)
         pipe.stall_by.clear()
         pipe.stall_by.update(stalls[pipe.full_name])
-    result.blocks = kernel.dispatch.units
-    result.waves = plan.full_waves + (plan.rest > 0)
+    result.blocks, result.waves = kernel.dispatch.units, kernel.dispatch.waves
     return result, {"launch": kernel.name, "samples": [list(p) for p in plan.keys],
                     "blocks": kernel.dispatch.units, "tiles": plan.tiles}
 

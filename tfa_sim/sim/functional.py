@@ -16,12 +16,13 @@ from tfa_sim.numerics.intermediates import INTERMEDIATES, block_index, empty_ful
 from tfa_sim.numerics.rounding import input_dtype, softmax_scale
 from tfa_sim.spec.blocks import Block, combine_blocks, make_blocks
 from tfa_sim.spec.config import Config
-from tfa_sim.stages.block_kernel import Partials, matmul_panels
+from tfa_sim.stages.block_kernel import Partials
 from tfa_sim.stages.combine import merge
 from tfa_sim.stages.compute_gu import update
 from tfa_sim.stages.compute_p import softmax
 from tfa_sim.stages.compute_pv import pv_tile
 from tfa_sim.stages.compute_qk import qk_product
+from tfa_sim.stages.plan import matmul_panels
 
 F32 = np.float32
 

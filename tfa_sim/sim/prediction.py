@@ -11,8 +11,8 @@ A board measures one of three things (docs/calibration.md, "What a measurement i
 
 The interval's half-width starts from the preset's cross-validated error (``calibration.half_width``: 90 % of
 the relative errors of points left out of the fit, across the builds and scales measured) and is widened by a
-fixed factor for each way the run leaves what the fit saw — a board without points, design choices no measured
-build had (a build never measured, or one choice carried onto another build),
+fixed factor for each way the run leaves what the fit saw — a board without points, each design choice's value
+that no measured launch had (a plugin's value, a new mechanism, a value of another build's never measured),
 more blocks or waves, another S1, a knob value or kernel variant never measured — each named in
 ``interval_reasons``.  The factors are judgment, not fitted: they say "further from the data" in a way a reader
 can check (:data:`PER_DOUBLING`, :data:`PER_KNOB`, :data:`UNMEASURED_BOARD`).  The half-width h is a relative
@@ -24,15 +24,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tfa_sim.spec.builds import nearest_build
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.hardware import Hardware
+from tfa_sim.stages.plan import KernelPlan
 
 #: Half-width factor for a board whose values were fitted on another board.
 UNMEASURED_BOARD = 2.0
 #: Half-width added per doubling of blocks or S1 beyond the measured range (relative to the half-width).
 PER_DOUBLING = 0.5
-#: Half-width factor per schedule or tiling value, and per kernel variant, that no measured point had.
+#: Half-width factor per schedule or tiling value, per design choice's value, and per kernel variant, that no
+#: measured point had.
 PER_KNOB = 1.25
 #: A prediction is never quoted tighter than this (the boards' own run-to-run spread).
 FLOOR = 0.03
@@ -49,7 +50,8 @@ def _knob_reasons(config: Config, hw: Hardware) -> list[str]:
                                      ("schedule.cv_fifo_size", s.cv_fifo_size, cal.cv_fifo_size),
                                      ("schedule.cv_fifo_cons_sync_period", s.cv_fifo_cons_sync_period,
                                       cal.cv_fifo_cons_sync_period),
-                                     ("schedule.s1_split", s.s1_split, cal.s1_split))
+                                     ("schedule.s1_split", s.s1_split, cal.s1_split),
+                                     ("schedule.local_slot_num", s.local_slot_num, cal.local_slot_num))
            if value not in seen]
     variants = {"causal mask": c.causal, "sliding window": c.window is not None, "mask file": bool(c.mask),
                 "logit softcap": c.softcap > 0, "batch × heads > 1": c.batch * c.heads > 1,
@@ -58,21 +60,28 @@ def _knob_reasons(config: Config, hw: Hardware) -> list[str]:
     return out + [f"{name}: no measured launch had it" for name, used in variants.items() if used]
 
 
-def widening(config: Config, hw: Hardware, blocks: int, waves: int) -> tuple[float, list[str]]:
+def _choice_reasons(plan: KernelPlan) -> list[str]:
+    """The design choices whose value no measured launch had (the preset's ``calibration.choices``)."""
+    measured = plan.hw.calibration.choices
+    out = []
+    for key, value in plan.values.items():
+        if f"{key}={value.word}" not in measured:
+            seen = [word.split("=", 1)[1] for word in measured if word.startswith(f"{key}=")]
+            out.append(f"kernel.{key} = {value.word} never measured (measured: {', '.join(seen) or 'none'})")
+    return out
+
+
+def widening(plan: KernelPlan) -> tuple[float, list[str]]:
     """The factor on the preset's half-width for this run, and why (empty: inside the calibrated domain)."""
+    config, hw, dispatch = plan.config, plan.hw, plan.geometry.main
+    blocks, waves = dispatch.units, dispatch.waves
     cal, reasons, factor = hw.calibration, [], 1.0
     if not cal.measured:
         factor *= UNMEASURED_BOARD
         reasons.append(f"{hw.name} has no measured points: its fitted values are another board's")
-    choices = {key: value for key, value in vars(config.kernel).items() if key != "build"}
-    nearest = nearest_build(choices, cal.builds)
-    if nearest is None or nearest[1]:
-        factor *= PER_KNOB
-        measured = ", ".join(cal.builds) or "none"
-        reasons.append(f"kernel.build = {config.kernel.build} never measured (measured: {measured})" if nearest is None
-                       else "kernel design choices no measured build had: " + ", ".join(
-                           f"{key} = {choices[key]}" for key in nearest[1]) + f" (nearest measured build: "
-                       f"{nearest[0]}; measured: {measured})")
+    choices = _choice_reasons(plan)
+    factor *= PER_KNOB ** len(choices)
+    reasons += choices
     if blocks > cal.blocks_max:
         factor *= 1 + PER_DOUBLING * math.log2(blocks / cal.blocks_max)
         reasons.append(f"{blocks} blocks, more than the {cal.blocks_max} measured")
@@ -93,13 +102,14 @@ def _interval(figure: float, width: float, spread: float = 0.0) -> list[float]:
     return [round(max(0.0, figure / (1 + width) - spread), 4), round(figure * (1 + width) + spread, 4)]
 
 
-def prediction(config: Config, hw: Hardware, total_cycles: float, blocks: int, waves: int) -> dict[str, Any]:
+def prediction(plan: KernelPlan, total_cycles: float) -> dict[str, Any]:
     """The summary keys of a run's measured quantities: ``time_us`` is the caller's; this adds
     ``launch_period_us`` and ``host_sync_us``, the three 90 % intervals, the half-width, the host and the
     reasons for any widening."""
-    clock, cal, host = hw.clock_mhz, hw.calibration, config.hardware.host
+    hw = plan.hw
+    clock, cal, host = hw.clock_mhz, hw.calibration, plan.config.hardware.host
     time_us = total_cycles / clock
-    factor, reasons = widening(config, hw, blocks, waves)
+    factor, reasons = widening(plan)
     period = time_us + hw.launch.gap(host) / clock
     synced = time_us + hw.launch.host_sync / clock
     width = max(FLOOR, cal.half_width * factor)

@@ -7,31 +7,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from tfa_sim.engine.chip import Kernel, SimResult, run_chip
 from tfa_sim.sim.fold import foldable, simulate_folded
 from tfa_sim.sim.parallel import spare_cpus
-from tfa_sim.spec.blocks import Block, config_mask, row_groups
+from tfa_sim.spec.blocks import Block, row_groups
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
-from tfa_sim.spec.hardware import Hardware
 from tfa_sim.stages.block_kernel import Numerics, Partials
 from tfa_sim.stages.combine import CombineKernel
+from tfa_sim.stages.plan import KernelPlan
 from tfa_sim.stages.run_tfa import TfaKernel
 
 
-def launches(config: Config, hw: Hardware, numerics: Numerics | None = None) -> list[Kernel]:
+def launches(plan: KernelPlan, numerics: Numerics | None = None) -> list[Kernel]:
     """The kernels of one run, in launch order (allocating the partials a split run passes between them)."""
-    tfa = TfaKernel(config, hw, numerics, config_mask(config))
-    combine = tfa.geometry.combine
-    if combine is None:
+    tfa = TfaKernel(plan, numerics)
+    if plan.geometry.combine is None:
         return [tfa]
-    c = config.case
+    c = plan.config.case
     if numerics is not None:
-        numerics.partials = Partials.empty(tfa.geometry.chunks, c.batch, c.heads, c.s0, c.head)
-    scale = np.float32(1.0) if c.softcap else tfa.shape.scale  # capped maxima carry the scale already
-    return [tfa, CombineKernel(combine, config, tfa.costs, scale, numerics)]
+        numerics.partials = Partials.empty(plan.geometry.chunks, c.batch, c.heads, c.s0, c.head)
+    return [tfa, CombineKernel(plan, numerics)]
 
 
 def work(config: Config, blocks: Sequence[Block]) -> dict[str, int]:
@@ -61,13 +57,14 @@ def op_workers(config: Config, goldens_forked: bool = False) -> int:
     return cpus - 1 if goldens_forked else cpus
 
 
-def simulate(config: Config, hw: Hardware, numerics: Numerics | None = None, log_events: bool = True,
-             fold: bool = False, kernels: list[Kernel] | None = None, goldens_forked: bool = False) -> SimResult:
-    """Run the whole kernel once; fills ``numerics.out`` when numerics are on.  ``fold``: a timing-only
-    run without event log is estimated from short samples where that is sound (:mod:`tfa_sim.sim.fold`).
-    ``kernels``: the run's launches if built already (``launches(config, hw, numerics)``); ``goldens_forked``:
-    a forked child computes the goldens meanwhile (:func:`op_workers`)."""
-    kernels = kernels or launches(config, hw, numerics)
+def simulate(plan: KernelPlan, numerics: Numerics | None = None, log_events: bool = True, fold: bool = False,
+             kernels: list[Kernel] | None = None, goldens_forked: bool = False) -> SimResult:
+    """Run the whole kernel of ``plan`` once; fills ``numerics.out`` when numerics are on.  ``fold``: a
+    timing-only run without event log is estimated from short samples where that is sound
+    (:mod:`tfa_sim.sim.fold`).  ``kernels``: the run's launches if built already (``launches(plan,
+    numerics)``); ``goldens_forked``: a forked child computes the goldens meanwhile (:func:`op_workers`)."""
+    config, hw = plan.config, plan.hw
+    kernels = kernels or launches(plan, numerics)
     if fold and (numerics is not None or log_events):
         raise InputError("--fold estimates the time of a timing-only run without event log: add --no-numerics, "
                          "or drop --fold")

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tfa_sim.spec.choices import PREFETCH
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
@@ -315,19 +316,32 @@ def combine_blocks(blocks: Sequence[Block]) -> list[CombineBlock]:
     return [CombineBlock(first + i, rows[r], tuple(sorted(chunks[r])), last[r]) for i, r in enumerate(sorted(chunks))]
 
 
+def _s0_head(config: Config) -> int:
+    return config.case.s0
+
+
+def _nothing(_config: Config) -> int:
+    return 0
+
+
+PREFETCH.add("s0_head", _s0_head, "`S0 · HEAD` elements of each of Q, K and V in the L2 before the launch (the "
+             "whole of one head's when S0 = S1)", "manual `PTO_PREFETCH`, `tensor_bytes = S0 · HEAD · 2`", (), __name__)
+PREFETCH.add("none", _nothing, "nothing: every first read of an input line misses the L2",
+             "JIT `call_kernel`; PTO-DSL caller.cpp", (), __name__)
+
+
 def prefetched_rows(config: Config) -> int:
     """Rows of each input tensor (Q, K, V, in memory order: batch, head, position) in the L2 when the launch
-    starts: with ``kernel.prefetch = "s0_head"`` the host prefetches ``S0 · HEAD`` elements of each (the manual
-    build's ``PTO_PREFETCH`` with ``tensor_bytes = S0 · HEAD · 2``, fa_performance_kernel.cpp), the whole of one
-    head's Q, K and V when S0 = S1; with ``none``, nothing."""
-    return config.case.s0 if config.kernel.prefetch == "s0_head" else 0
+    starts, as ``kernel.prefetch`` puts them there (its registry's values, above)."""
+    return int(PREFETCH.value(config.kernel.prefetch).does(config))
 
 
-def prefetched_columns(block: Block, config: Config) -> int:
-    """How many of the S1 columns of ``block``'s K/V head the host prefetched (0 … S1, :func:`prefetched_rows`)."""
+def prefetched_columns(block: Block, config: Config, rows: int | None = None) -> int:
+    """How many of the S1 columns of ``block``'s K/V head the host prefetched (0 … S1; ``rows``: the config's
+    :func:`prefetched_rows`, when known)."""
     c = config.case
     kv_row = (block.batch * c.kv_heads + block.kv_head) * c.s1
-    return min(max(prefetched_rows(config) - kv_row, 0), c.s1)
+    return min(max((prefetched_rows(config) if rows is None else rows) - kv_row, 0), c.s1)
 
 
 def prefetch_signature(block: Block, config: Config) -> tuple[bool, int]:

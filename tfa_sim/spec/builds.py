@@ -3,17 +3,20 @@
 A build bundle (``configs/builds/NAME.toml``, installed as ``tfa_sim/configs/builds/``; or any file a config names
 as ``kernel.build = "path/to/bundle.toml"``, relative to the working directory like ``hardware.file``) holds:
 
-* ``[kernel]``: every design choice of :class:`~tfa_sim.spec.config.KernelConfig` but ``build`` (launch grid,
-  prefetch, stage order, P/V loads, talloc, accumulators, vector barriers, exp ring, GU rows, masks);
+* ``base = "dsl"`` (optional): the bundle it starts from, a shipped build or a path relative to this file; what
+  this one sets wins;
+* ``[kernel]``: the design choices of :class:`~tfa_sim.spec.config.KernelConfig` it sets (a choice it and its base
+  leave out takes the choice's default, today's behaviour), and ``plugins``, modules it needs (paths relative to
+  this file, loaded when the bundle is read: :mod:`tfa_sim.spec.plugins`);
 * ``[tiling]``, ``[schedule]``: the defaults the build gives those sections (the port's preload 3, say);
 * ``[[when]]``: defaults from a shape on — ``s1_at_least = N`` and section tables, applied when S1 ≥ N.
 
 A config's own keys win over the bundle's (a what-if the build does not compile).  Every key and value is checked
-as a config's is; a bundle that leaves a choice out, names another build or an unknown key is refused in one line.
+as a config's is; a bundle that names another build, an unknown key or a base that cannot be read is refused in
+one line.  The shipped bundles set every choice explicitly (tests/test_bundles.py).
 """
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -21,7 +24,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tfa_sim.spec.choices import PROVIDERS, choices, spell
 from tfa_sim.spec.config import (
+    CHOICE_KEYS,
     CONFIG_DIR,
     SECTION_TYPES,
     CaseConfig,
@@ -29,18 +34,20 @@ from tfa_sim.spec.config import (
     merge,
     section_of,
     suggest,
+    upgrade,
 )
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.plugins import load_plugins
 from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
 
 BUILDS_DIR = CONFIG_DIR / "builds"
 #: The shipped builds, in the order reports list them (the files in BUILDS_DIR, tests/test_builds.py).
 SHIPPED = ("manual", "jit", "dsl")
-#: The design choices a bundle sets: every [kernel] key but ``build``.
-CHOICE_KEYS = tuple(f.name for f in dataclasses.fields(KernelConfig) if f.name != "build")
 #: The sections a bundle may give defaults for, beside its [kernel] choices.
 DEFAULT_SECTIONS = ("tiling", "schedule")
 MAX_BUNDLE_BYTES = 1 << 16
+#: How many bases a bundle may stand on (a longer chain is a loop).
+MAX_BASES = 16
 
 Settings = dict[tuple[str, str], Any]
 
@@ -95,30 +102,61 @@ def _when(where: str, rule: Any) -> tuple[int, Settings]:
     return least, settings
 
 
-def parse_bundle(name: str, data: dict[str, Any], where: str) -> Bundle:
-    """A :class:`Bundle` from a bundle file's tables (the module docstring), or one line naming the problem."""
-    unknown = set(data) - {"kernel", "when", *DEFAULT_SECTIONS}
+def parse_bundle(name: str, data: dict[str, Any], where: str, here: Path | None = None,
+                 bases: tuple[Path, ...] = ()) -> Bundle:
+    """A :class:`Bundle` from a bundle file's tables (the module docstring), or one line naming the problem;
+    ``here``: the file's directory (its base and plugins are relative to it)."""
+    unknown = set(data) - {"base", "kernel", "when", *DEFAULT_SECTIONS}
     if unknown:
         first = sorted(map(str, unknown))[0]
-        raise InputError(f"{where}: unknown section [{first}]; a build bundle holds [kernel], "
+        raise InputError(f"{where}: unknown section [{first}]; a build bundle holds base, [kernel], "
                          f"{', '.join(f'[{s}]' for s in DEFAULT_SECTIONS)} and [[when]]")
+    data = upgrade(data)
     kernel = data.get("kernel", {})
+    if isinstance(kernel, dict) and "build" in kernel:
+        raise InputError(f"{where}: a bundle is a build and names none: drop kernel.build from it (use base = "
+                         f"\"NAME\" to start from one)")
+    plugins: tuple[str, ...] = ()
+    if isinstance(kernel, dict) and "plugins" in kernel:  # loaded first (the choices may name their values), by
+        # their resolved paths (the config that names this bundle may be read in another directory)
+        given = _table(where, "kernel", {"plugins": kernel["plugins"]})["kernel", "plugins"]
+        plugins = tuple(load_plugins(given, here, f"{where}: kernel.plugins"))
+        kernel = {k: v for k, v in kernel.items() if k != "plugins"}
     settings = _table(where, "kernel", kernel)
-    if "build" in kernel:
-        raise InputError(f"{where}: a bundle is a build and names none: drop kernel.build from it")
-    missing = [key for key in CHOICE_KEYS if key not in kernel]
-    if missing:
-        raise InputError(f"{where}: [kernel] lacks {', '.join(missing)}: a bundle sets every design choice (copy "
-                         f"{BUILDS_DIR / 'manual.toml'} and change what differs)")
+    if plugins:
+        settings["kernel", "plugins"] = plugins
     for section in DEFAULT_SECTIONS:
         settings.update(_table(where, section, data.get(section, {})))
     rules = data.get("when", [])
     if not isinstance(rules, list):
         raise InputError(f"{where}: when must be an array of tables ([[when]]), got {show(rules)}")
-    return Bundle(name, settings, tuple(_when(where, rule) for rule in rules))
+    own = Bundle(name, settings, tuple(_when(where, rule) for rule in rules))
+    if "base" not in data:
+        return own
+    base = _base(data["base"], where, here, bases)
+    return Bundle(name, {**base.settings, **own.settings}, base.when + own.when)
 
 
-def _read(path: Path, name: str) -> Bundle:
+def _base(given: Any, where: str, here: Path | None, bases: tuple[Path, ...]) -> Bundle:
+    """The bundle ``base = given`` names: a shipped build, or a file relative to the bundle's directory."""
+    if not isinstance(given, str) or not given:
+        raise InputError(f"{where}: base = {show(given)} must name a shipped build ({', '.join(SHIPPED)}) or a "
+                         f"bundle file")
+    if not is_path(given):
+        if given not in SHIPPED:
+            raise InputError(f"{where}: base = {show(given)} is neither a shipped build nor a bundle file (a path "
+                             f"ending .toml); {suggest(given, list(SHIPPED))}")
+        path = BUILDS_DIR / f"{given}.toml"
+    else:
+        path = check_path(given, f"{where}: base =")
+        path = (here / path if here is not None and not path.is_absolute() else path).resolve()
+    if path in bases or len(bases) >= MAX_BASES:
+        raise InputError(f"{where}: base = {show(given)} leads back to a bundle already read ({path}): bases must "
+                         f"not form a loop")
+    return _read(path, path.stem, bases)
+
+
+def _read(path: Path, name: str, bases: tuple[Path, ...] = ()) -> Bundle:
     hint = f"give a shipped build ({', '.join(SHIPPED)}) or an existing bundle file"
     text = decode_text(read_bytes(path, "build bundle", hint, MAX_BUNDLE_BYTES), path, "build bundle")
     where = f"build bundle {path}"
@@ -127,7 +165,8 @@ def _read(path: Path, name: str) -> Bundle:
     except ValueError as exc:  # TOMLDecodeError, or an integer of thousands of digits
         raise InputError(f"{where} does not parse ({str(exc).splitlines()[0]}); copy "
                          f"{BUILDS_DIR / 'manual.toml'} as a template") from None
-    return parse_bundle(name, data, where)
+    resolved = path.resolve()
+    return parse_bundle(name, data, where, resolved.parent, (*bases, resolved))
 
 
 @cache
@@ -196,12 +235,26 @@ def change_build(data: dict[str, Any], old: Any, keep: Collection[tuple[str, str
     return out
 
 
-def nearest_build(choices: dict[str, Any], builds: Collection[str]) -> tuple[str, list[str]] | None:
-    """Of the shipped ``builds``, the one whose design choices differ least from ``choices``, with the keys that
-    differ (an empty list: ``choices`` are that build's); None when ``builds`` names no shipped build."""
-    known = [name for name in SHIPPED if name in builds]
-    if not known:
-        return None
-    differ = {name: [key for key in CHOICE_KEYS if _shipped(name).choices[key] != choices[key]] for name in known}
-    name = min(known, key=lambda n: len(differ[n]))
-    return name, differ[name]
+def build_choices(build: str) -> list[str]:
+    """Every design choice of ``build`` (the bundle's, or the choice's default) as ``key=value`` words."""
+    chosen = load_bundle(build).choices
+    return [f"{key}={spell(chosen.get(key, getattr(KernelConfig, key)))}" for key in CHOICE_KEYS]
+
+
+def choices_table(shipped: bool = False) -> str:
+    """docs/kernel.md's table of the design choices, from the registries (:mod:`tfa_sim.spec.choices`): a row per
+    value (``shipped``: only the package's, no plugin's), with the shipped builds that choose it."""
+    chosen = {name: build_choices(name) for name in SHIPPED}
+    rows = ["| choice | value | what it does | builds | source |", "|---|---|---|---|---|"]
+    for choice in choices():
+        entries = [(v.word, v.doc, v.source) for v in choice.values.values()
+                   if not shipped or v.module in PROVIDERS]
+        if choice.numbers:
+            entries.append((f"{choice.numbers.low}…{choice.numbers.high}", choice.numbers.doc,
+                            choice.numbers.source))
+        for n, (word, doc, source) in enumerate(entries):
+            key = f"`kernel.{choice.key}`: {choice.doc}" if n == 0 else ""
+            default = " (default)" if word == spell(choice.default) else ""
+            builds = ", ".join(f"`{b}`" for b in SHIPPED if f"{choice.key}={word}" in chosen[b])
+            rows.append(f"| {key} | `{word}`{default} | {doc} | {builds} | {source} |")
+    return "\n".join(rows)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfa_sim.spec import choices
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import check_name, check_path, show
 
@@ -75,15 +76,16 @@ class ScheduleConfig:
     qk_preload: int = 4  # qkPreloadNum
     cv_fifo_size: int = 8  # CV_FIFO_SIZE, depth of the QK, P and PV FIFOs
     cv_fifo_cons_sync_period: int = 4  # CV_FIFO_CONS_SYNC_PERIOD
+    local_slot_num: int = 2  # TPipe's LocalSlotNum: the consumer-local slots of each FIFO (ub_src, l1_p)
     l1_q: int = 1
     l1_k: int = 2
-    l1_p: int = 2
+    l1_p: int | None = None  # the P consumer's L1 tiles; absent: local_slot_num
     l1_v: int = 2
     l0a: int = 2
     l0b: int = 2
     l0c: int = 2
-    ub_src: int = 2  # qk / pv source tiles (shared addresses)
-    ub_x_exp: int = 2  # indexed by the same counter as ub_src (l1_exp_max has cv_fifo_size entries)
+    ub_src: int | None = None  # the QK (and PV) consumer's UB source tiles; absent: local_slot_num
+    ub_x_exp: int = 2  # indexed by the same counter as ub_src (l1_exp_max: kernel.exp_ring's entries)
     block_order: str = "row"  # dispatch order of the blocks: row | zigzag | longest_first (tfa_sim.spec.blocks)
     s1_split: int | str = 1  # S1 chunks per row block, each its own block, merged by a combine launch; or "auto"
     gqa_pack: bool = False  # pack the query heads of a K/V head into one block's rows
@@ -129,19 +131,25 @@ class KernelConfig:
     """Which build of the kernel runs, and the design choices that make it (docs/kernel.md, "Builds").
 
     ``build`` names a shipped build bundle (``manual``, ``jit``, ``dsl``: configs/builds/NAME.toml) or the path of a
-    bundle file; the bundle sets every choice below and defaults of other sections, and a key the config gives
-    itself wins (:mod:`tfa_sim.spec.builds`).  The defaults here are the manual kernel's."""
+    bundle file; the bundle sets choices below and defaults of other sections, and a key the config gives
+    itself wins (:mod:`tfa_sim.spec.builds`).  ``plugins``: modules (files or dotted names) loaded before the
+    config is resolved, which may add values to the choices' registries (:mod:`tfa_sim.spec.plugins`).  Each
+    choice's values are its registry's (:mod:`tfa_sim.spec.choices`, docs/kernel.md's table); the defaults here
+    are the manual kernel's, today's behaviour."""
 
     build: str = "manual"
+    plugins: tuple[str, ...] = ()
     launch_grid: str = "blocks"  # blocks: dispatched by the hardware | persistent: min(units, cores) cores loop
     prefetch: str = "s0_head"  # S0·HEAD elements of each of Q, K, V in the L2 before the launch | none
     stage_order: str = "qk_pv"  # qk_pv: QK(t + preload) then PV(t), P(t + preload) then GU(t) | pv_qk: the reverse
     pv_loads: str = "v_first"  # compute_pv: V loaded before the wait for P | p_first: P, then V
     talloc: str = "before_store"  # a producer's FIFO allocate(): before its first store | before_load: its first load
+    cube_handoff: str = "flags"  # M → FIX: set/wait flags on the whole matmul | unit_flag: per final fractal
     accumulators: str = "running"  # L0C: a running index over the halves | fixed: one QK and one PV accumulator
-    vec_barriers: str = "macro"  # PIPE_V barriers as the macros place them | insert_sync: as ptoas inserts them
-    exp_ring: str = "fifo"  # l1_exp_max ring entries: cv_fifo_size | preload: qk_preload
+    softmax: str = "macro"  # compute_p: the macro's sequence and barriers | port: emit_softmax, ptoas's barriers
+    exp_ring: str | int = "fifo"  # l1_exp_max ring entries: fifo (cv_fifo_size) | preload (qk_preload) | N
     gu_rows: str = "whole"  # compute_gu on an AIV's rows at once | slices: kTileFactor row slices
+    ub_union: bool = True  # the softmax source and GU input tiles share UB addresses (one ping-pong)
     masks: bool = True  # the causal mask path is compiled (causal, window and mask-file cases run)
 
 
@@ -170,28 +178,36 @@ class Config:
         return -(-self.case.s0 // self.tiling.cube_s0)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return dataclasses.asdict(self)
+        """Every section as a table of plain values, as JSON and TOML hold them (the plugins a list)."""
+        out = dataclasses.asdict(self)
+        out["kernel"]["plugins"] = list(self.kernel.plugins)
+        return out
 
 
 SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
                  "numerics": NumericsConfig, "hardware": HardwareConfig, "kernel": KernelConfig}
-#: The values of the kernel's worded design choices (``kernel.masks`` is true or false), in the docs' order.
-KERNEL_CHOICES: dict[str, tuple[str, ...]] = {
-    "launch_grid": ("blocks", "persistent"), "prefetch": ("s0_head", "none"), "stage_order": ("qk_pv", "pv_qk"),
-    "pv_loads": ("v_first", "p_first"), "talloc": ("before_store", "before_load"),
-    "accumulators": ("running", "fixed"), "vec_barriers": ("macro", "insert_sync"), "exp_ring": ("fifo", "preload"),
-    "gu_rows": ("whole", "slices")}
+#: The design choices: every [kernel] key but the build and the plugins, each with a registry of its values
+#: (:mod:`tfa_sim.spec.choices`; tests/test_registries.py keeps the two lists equal).
+CHOICE_KEYS = tuple(f.name for f in dataclasses.fields(KernelConfig) if f.name not in ("build", "plugins"))
+
+
+def kernel_choices() -> dict[str, list[str]]:
+    """The values each design choice takes, as a config spells them, from the registries (a plugin's included)."""
+    return {choice.key: choice.names for choice in choices.choices()}
+
+
 CHOICES = {("numerics", "backend"): ("numpy", "native"), ("numerics", "exp_model"): ("tfa", "libm"),
            ("numerics", "reference"): ("npu", "cpu_sim"),
            ("case", "dtype"): ("fp16", "bf16"), ("schedule", "block_order"): ("row", "zigzag", "longest_first"),
-           ("hardware", "host"): ("aarch64", "x86_64", ""),  # "": the host is not known
-           **{("kernel", key): values for key, values in KERNEL_CHOICES.items()}}
+           ("hardware", "host"): ("aarch64", "x86_64", "")}  # "": the host is not known
 #: Integer keys that also take the word "auto" (the model picks the value for the shape).
 AUTO = {("schedule", "s1_split")}
 
 
 #: Keys earlier versions accepted, with what replaced them.
-RETIRED = {("schedule", "ub_exp_max"): "the l1_exp_max ring has cv_fifo_size entries, as in the kernel; drop the key"}
+RETIRED = {("schedule", "ub_exp_max"): "the l1_exp_max ring's entries are kernel.exp_ring's; drop the key"}
+#: Keys earlier versions spelled otherwise, read as their new key: old (section, key) → (new key, old value → new).
+RENAMED = {("kernel", "vec_barriers"): ("softmax", {"macro": "macro", "insert_sync": "port"})}
 
 
 def suggest(word: str, options: list[str]) -> str:
@@ -210,7 +226,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("numerics", "threads"): (0, 1024, True),  # 0: the CPUs this process may use (tfa_sim.sim.parallel)
 }
 #: Settings whose default None means "absent" (a given value must be set), with an example value of their type.
-OPTIONAL = {("case", "window"): 1024}
+OPTIONAL = {("case", "window"): 1024, ("schedule", "ub_src"): 2, ("schedule", "l1_p"): 2}
 #: No integer setting is larger (shapes this large are refused by the work limit anyway); keeps every
 #: message and numpy conversion of a value exact.
 MAX_INT = 2 ** 62
@@ -250,7 +266,17 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
         if value is None:  # absent (a summary.json or YAML null)
             return value
         default = OPTIONAL[section, key]
-    if (section, key) in AUTO:
+    if section == "kernel" and key in CHOICE_KEYS:
+        if not isinstance(value, (str, bool, int)):
+            raise InputError(f"config error: {where} = {show(value)} must be one of its values "
+                             f"({', '.join(kernel_choices()[key])})")
+        choices.check_value(key, value)
+    elif (section, key) == ("kernel", "plugins"):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise InputError(f"config error: {where} = {show(value)} must be a list of module files or dotted names, "
+                             f"e.g. plugins = [\"my_order.py\"]")
+        return tuple(value)
+    elif (section, key) in AUTO:
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):
             raise InputError(f"config error: {where} = {value!r} must be an integer or \"auto\"")
     elif isinstance(default, bool):
@@ -269,12 +295,32 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
     return value
 
 
+def upgrade(data: Any) -> Any:
+    """``data`` (a config's or a bundle's tables) with the keys of :data:`RENAMED` under their new names and
+    values; one line when a table holds both spellings or an old value that has no new one."""
+    if not isinstance(data, dict):
+        return data
+    for (section, old), (new, values) in RENAMED.items():
+        table = data.get(section)
+        if not isinstance(table, dict) or old not in table:
+            continue
+        if new in table:
+            raise InputError(f"config error: {section}.{old} is the old name of {section}.{new}: give only "
+                             f"{section}.{new}")
+        if table[old] not in values:
+            raise InputError(f"config error: {section}.{old} = {show(table[old])} is not one of "
+                             f"{', '.join(values)} (its new name is {section}.{new})")
+        table = {(new if k == old else k): (values[v] if k == old else v) for k, v in table.items()}
+        data = {**data, section: table}
+    return data
+
+
 def section_of(section: str, cls: type, given: Any) -> Any:
     """One section's dataclass from its table, every key known and of the right type."""
     if not isinstance(given, dict):
         raise InputError(f"config error: [{section}] must be a table of keys, got {show(given)}")
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    for key, value in given.items():
+    for key in given:
         if not isinstance(key, str):
             raise InputError(f"config error: key {show(key)} in [{section}] is not a name; known: "
                              f"{', '.join(defaults)}")
@@ -282,8 +328,7 @@ def section_of(section: str, cls: type, given: Any) -> Any:
             raise InputError(f"config error: {section}.{key} is no longer a setting: {RETIRED[section, key]}")
         if key not in defaults:
             raise InputError(f"config error: unknown key {section}.{show(key)[1:-1]}; {suggest(key, list(defaults))}")
-        _check_type(section, key, value, defaults[key])
-    return cls(**given)
+    return cls(**{key: _check_type(section, key, value, defaults[key]) for key, value in given.items()})
 
 
 def parse_sections(data: dict[str, Any]) -> Config:

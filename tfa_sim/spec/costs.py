@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tfa_sim.spec.choices import SOFTMAX
 from tfa_sim.spec.hardware import Hardware, VectorParams
 
 FP32 = 4
@@ -68,38 +69,52 @@ def _softcap_prefix(rows: int, cols: int) -> tuple[Group, ...]:
             (op("TMULS"),))
 
 
+#: What a ``kernel.softmax`` value does: compute_p's vector sequence on an unmasked rows×cols slice, in groups
+#: between barriers (``first``: the block's first tile; ``softcap``: the scores are capped, the exponents unscaled).
+SoftmaxSequence = Callable[[int, int, bool, bool], tuple[Group, ...]]
+
+
 def compute_p_ops(rows: int, cols: int, first: bool, mask: str, softcap: bool = False,
-                  compiled: bool = False) -> tuple[Group, ...]:
-    """compute_p on a rows×cols fp32 slice (``pto_macro_fa_softmax``); ``mask``: how the mask covers the
-    slice, none | partial | full (:meth:`tfa_sim.spec.blocks.Block.coverage`); ``softcap``: the scores are capped
-    first, and the exponents then take no scale (the TMULS beside the TEXP drop out).  The row state
-    (maxima, sums, ``l1_exp_max``) is a 1×rows tile.  ``compiled`` (``kernel.vec_barriers = "insert_sync"``):
-    the port's ``emit_softmax`` sequence, its barriers where its compiler puts them (:func:`port_softmax_steps`,
-    :func:`insert_sync`); else the macro's, with the macro's barriers."""
+                  body: SoftmaxSequence | None = None) -> tuple[Group, ...]:
+    """compute_p on a rows×cols fp32 slice: the softmax sequence ``body`` (``kernel.softmax``'s; default the
+    macro's) after the prefixes the slice needs; ``mask``: how the mask covers the slice, none | partial | full
+    (:meth:`tfa_sim.spec.blocks.Block.coverage`); ``softcap``: the scores are capped first.  The row state
+    (maxima, sums, ``l1_exp_max``) is a 1×rows tile."""
     if mask == "full":  # nothing visible: x_exp = 0, exp_max = 1, the running state unchanged
         return ((VectorOp("TMULS", "scalar", rows, cols, FP16), _op("TMULS", "scalar", 1, rows)),
                 (_op("TADDS", "scalar", 1, rows),))
     prefix = (_softcap_prefix(rows, cols) if softcap else ()) + (_mask_prefix(rows, cols) if mask == "partial"
                                                                   else ())
-    if compiled:
-        return prefix + insert_sync(port_softmax_steps(rows, cols, first, softcap))
+    return prefix + (body or macro_softmax)(rows, cols, first, softcap)
+
+
+def macro_softmax(rows: int, cols: int, first: bool, softcap: bool) -> tuple[Group, ...]:
+    """``pto_macro_fa_softmax``'s sequence with the macro's ``pipe_barrier(PIPE_V)`` (docs/kernel.md, "compute_p,
+    later tiles, vector ops in order"); with ``softcap`` the exponents take no scale (the TMULS beside the TEXP
+    drop out)."""
     if softcap:
-        body = compute_p_ops(rows, cols, first, "none")
-        unscaled = (tuple(o for o in g if o.name != "TMULS") if any(o.name == "TEXP" for o in g) else g for g in body)
-        return prefix + tuple(unscaled)
+        body = macro_softmax(rows, cols, first, False)
+        return tuple(tuple(o for o in g if o.name != "TMULS") if any(o.name == "TEXP" for o in g) else g
+                     for g in body)
     tile, row = (rows, cols), (1, rows)
     if first:
-        return (*prefix, (_op("TROWMAX", "binary", *tile, "reduce"),),
+        return ((_op("TROWMAX", "binary", *tile, "reduce"),),
                 (_op("TROWEXPANDSUB", "binary", *tile, "expand"), _op("TMULS", "scalar", *tile),
                  _op("TEXP", "exp", *tile)),
                 (_op("TROWSUM", "binary", *tile, "reduce"), _op("TCVT", "convert", *tile)))
-    return (*prefix, (_op("TROWMAX", "binary", *tile, "reduce"),), (_op("TMAX", "binary", *row),),
+    return ((_op("TROWMAX", "binary", *tile, "reduce"),), (_op("TMAX", "binary", *row),),
             (_op("TSUB", "binary", *row),), (_op("TMULS", "scalar", *row),),  # copy of the new max
             (_op("TROWEXPANDSUB", "binary", *tile, "expand"), _op("TMULS", "scalar", *row),
              _op("TMULS", "scalar", *tile), _op("TEXP", "exp", *row), _op("TEXP", "exp", *tile),
              _op("TCVT", "convert", *tile)),
             (_op("TMUL", "binary", *row), _op("TROWSUM", "binary", *tile, "reduce")),
             (_op("TADD", "binary", *row),))
+
+
+def port_softmax(rows: int, cols: int, first: bool, softcap: bool) -> tuple[Group, ...]:
+    """The port's ``emit_softmax`` sequence with its barriers where ``ptoas --enable-insert-sync`` puts them
+    (:func:`port_softmax_steps`, :func:`insert_sync`)."""
+    return insert_sync(port_softmax_steps(rows, cols, first, softcap))
 
 
 @dataclass(frozen=True)
@@ -178,12 +193,18 @@ def combine_factor_ops(rows: int, chunks: int) -> tuple[Group, ...]:
             (op("TMUL", "binary"), op("TADD", "binary")) * chunks)
 
 
-class Costs:
-    """Cycle costs for one hardware preset."""
+SOFTMAX.add("macro", macro_softmax, "`pto_macro_fa_softmax`'s sequence, `pipe_barrier(PIPE_V)` where the macro "
+            "places them", "manual pto_macro_fa_softmax.hpp", (), __name__)
+SOFTMAX.add("port", port_softmax, "the port's `emit_softmax` sequence, barriers where `ptoas --enable-insert-sync` "
+            "inserts them (was `vec_barriers = insert_sync`)", "PTO-DSL fa_builder.py, compile.sh", (), __name__)
 
-    def __init__(self, hw: Hardware, compiled_barriers: bool = False) -> None:
+
+class Costs:
+    """Cycle costs for one hardware preset and softmax sequence (``kernel.softmax``'s, default the macro's)."""
+
+    def __init__(self, hw: Hardware, softmax: SoftmaxSequence = macro_softmax) -> None:
         self.hw = hw
-        self.compiled = compiled_barriers  # kernel.vec_barriers = "insert_sync" (compute_p_ops)
+        self.softmax = softmax
         self.cube = hw.cube
         self.vec = hw.vector
         self.move = hw.move
@@ -197,6 +218,18 @@ class Costs:
         per_panel = math.ceil(m / f) * math.ceil(cube_k / f) * math.ceil(n / f) + self.cube.matmul_overhead
         return panels * per_panel
 
+    def matmul_first_unit(self, m: int, n: int, k: int, cube_k: int) -> float:
+        """Cycles from a TMATMUL's start until its final K panel has finished one L0C fractal (when a unit flag
+        first sets): the earlier panels, the final panel's overhead and one fractal's ``cube_k / 16`` steps."""
+        f = self.cube.fractal
+        per_panel = math.ceil(m / f) * math.ceil(cube_k / f) * math.ceil(n / f) + self.cube.matmul_overhead
+        return (math.ceil(k / cube_k) - 1) * per_panel + self.cube.matmul_overhead + math.ceil(cube_k / f)
+
+    def fractals(self, m: int, n: int) -> int:
+        """L0C fractals (16×16 fp32) of an m×n accumulator: the units a unit flag tracks."""
+        f = self.cube.fractal
+        return math.ceil(m / f) * math.ceil(n / f)
+
     def extract(self, nbytes_l0a: int, nbytes_l0b: int) -> float:
         """TEXTRACT L1→L0A and L1→L0B of one sub-tile's panels (one MTE1 group)."""
         return nbytes_l0a / self.move.l1_to_l0a + nbytes_l0b / self.move.l1_to_l0b
@@ -204,7 +237,7 @@ class Costs:
     def compute_p(self, rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> float:
         """Cycles of compute_p's vector sequence on one row slice (memoised per shape)."""
         return self._memo(("p", rows, cols, first, mask, softcap),
-                          lambda: compute_p_ops(rows, cols, first, mask, softcap, self.compiled))
+                          lambda: compute_p_ops(rows, cols, first, mask, softcap, self.softmax))
 
     def compute_gu(self, rows: int, head: int, first: bool, last: bool) -> float:
         """Cycles of compute_gu's vector sequence (memoised per shape)."""

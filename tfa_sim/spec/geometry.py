@@ -1,7 +1,7 @@
 """The launch geometry, computed once: a config's blocks in dispatch order, its grid, cores, waves and combine launch.
 
-``kernel.launch_grid`` decides how the work units (a row block × an S1 chunk each, :func:`make_blocks`) reach the
-cores:
+``kernel.launch_grid`` (its registry's values are declared here, :data:`~tfa_sim.spec.choices.LAUNCH_GRID`) decides
+how the work units (a row block × an S1 chunk each, :func:`make_blocks`) reach the cores:
 
 * ``blocks`` — one block per unit, Block Dim = units; the chip hands them to min(units, cores) cores round-robin in
   ``schedule.block_order`` (core c runs dispatch positions c, c + cores, …, the kernel's ``for block = coreIdx;
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfa_sim.spec.blocks import Block, CombineBlock, combine_blocks, make_blocks, order_blocks
+from tfa_sim.spec.choices import LAUNCH_GRID
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.masks import Mask
 
@@ -64,6 +65,25 @@ class Dispatch:
     def waves(self) -> int:
         """Units per core, at most."""
         return -(-self.units // self.cores) if self.cores else 0
+
+    @property
+    def full_waves(self) -> int:
+        """Waves in which every core runs a unit."""
+        return self.units // self.cores if self.cores else 0
+
+    @property
+    def rest(self) -> int:
+        """Units of the last wave when it is partial (0: every wave is full)."""
+        return self.units % self.cores if self.cores else 0
+
+    @property
+    def idle_share(self) -> float:
+        """The share of the waves' core-time no unit fills (the cores a partial last wave leaves idle)."""
+        return 1 - self.units / (self.waves * self.cores) if self.cores else 0.0
+
+    def core_of(self, position: int) -> int:
+        """The core that runs dispatch position ``position``."""
+        return position % self.cores
 
     def queues(self) -> list[list[Any]]:
         """What each core runs, in order: its blocks (each one dispatch), or its :class:`CoreUnits` (one)."""
@@ -109,11 +129,43 @@ def persistent_order(blocks: Sequence[Block], cores: int) -> list[Block]:
     return [blocks[starts[c] + j] for j in range(share + 1) for c in range(m) if j < share + (c < extra)]
 
 
+@dataclass(frozen=True)
+class LaunchGrid:
+    """What a ``kernel.launch_grid`` value does: the dispatch order of the units on ``cores`` cores, and whether
+    each core runs its units in one program (``persistent``) or takes one block per dispatch."""
+
+    persistent: bool
+    order: Callable[[Sequence[Block], int, str], list[Block]]
+
+
+def _hardware_order(blocks: Sequence[Block], cores: int, block_order: str) -> list[Block]:
+    return order_blocks(blocks, block_order, cores)
+
+
+def _persistent_order(blocks: Sequence[Block], cores: int, _block_order: str) -> list[Block]:
+    return persistent_order(blocks, cores)
+
+
+def _row_order_only(config: Config) -> str | None:
+    s = config.schedule
+    return None if s.block_order == "row" else (
+        f"schedule.block_order = {s.block_order} orders hardware-dispatched blocks; kernel.launch_grid = persistent "
+        f"gives each core a contiguous range of units: use block_order = row, or launch_grid = blocks")
+
+
+LAUNCH_GRID.add("blocks", LaunchGrid(False, _hardware_order),
+                "Block Dim = units, handed to the cores round-robin in `schedule.block_order`, a dispatch each",
+                "manual `runTFA<<<S0/128>>>`", (), __name__)
+LAUNCH_GRID.add("persistent", LaunchGrid(True, _persistent_order),
+                "Block Dim = min(units, cores), each core looping over a contiguous range of units in one program",
+                "PTO-DSL fa_builder.py `_block_dim`, `compute_range`", (_row_order_only,), __name__)
+
+
 def launch_geometry(config: Config, cube_cores: int, mask: Mask | None = None) -> Geometry:
     """The launches of ``config`` on a chip of ``cube_cores`` cube cores (``mask``: the config's, if loaded)."""
     blocks = make_blocks(config, mask, cube_cores)
-    persistent = config.kernel.launch_grid == "persistent"
-    order = persistent_order(blocks, cube_cores) if persistent else \
-        order_blocks(blocks, config.schedule.block_order, cube_cores)
+    grid: LaunchGrid = LAUNCH_GRID.value(config.kernel.launch_grid).does
+    order = grid.order(blocks, cube_cores, config.schedule.block_order)
     split: list[CombineBlock] = combine_blocks(blocks)
-    return Geometry(Dispatch.of(order, cube_cores, persistent), Dispatch.of(split, cube_cores) if split else None)
+    return Geometry(Dispatch.of(order, cube_cores, grid.persistent),
+                    Dispatch.of(split, cube_cores) if split else None)

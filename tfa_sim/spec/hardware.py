@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tfa_sim.spec.builds import SHIPPED, build_choices
 from tfa_sim.spec.config import CONFIG_DIR, HardwareConfig
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import check_name, check_path, decode_text, read_bytes, show
@@ -121,11 +122,13 @@ HOSTS = ("aarch64", "x86_64")
 @dataclass(frozen=True)
 class CalibrationInfo:
     """What the preset's fitted values were fitted to, and the error a prediction inside that domain has
-    (tfa_sim.prediction): the kernel's builds measured, whether this board had measured points (``measured``
-    false: another board's values), the points, the 90 % half-width of the cross-validated relative errors, and
-    the measured range of blocks, waves (blocks per core) and S1 and values of each schedule and tiling knob."""
+    (tfa_sim.sim.prediction): the kernel's builds measured and each design choice's values among them
+    (``choices``, as ``key=value``), whether this board had measured points (``measured`` false: another board's
+    values), the points, the 90 % half-width of the cross-validated relative errors, and the measured range of
+    blocks, waves (blocks per core) and S1 and values of each schedule and tiling knob."""
 
     builds: list[str]
+    choices: list[str]
     measured: bool
     points: int
     half_width: float
@@ -140,6 +143,7 @@ class CalibrationInfo:
     cv_fifo_size: list[int]
     cv_fifo_cons_sync_period: list[int]
     s1_split: list[int]
+    local_slot_num: list[int]
 
 
 #: The timing sections of a preset, by table name.
@@ -155,6 +159,7 @@ class Hardware:
     cube_cores: int
     vector_cores: int
     clock_mhz: float
+    gm_scale: float  # this board's GM bandwidth relative to the boards a borrowed fit was made on
     l1: int
     l0a: int
     l0b: int
@@ -196,6 +201,7 @@ class _ChipTable:
     cube_cores: int
     vector_cores: int
     clock_mhz: float
+    gm_scale: float
 
 
 @dataclass(frozen=True)
@@ -209,7 +215,8 @@ class _BufferTable:
 
 
 #: Fields that must be strictly positive (counts, sizes, rates, divisors); the other numbers may be 0.
-POSITIVE = {"chip.cube_cores", "chip.vector_cores", "chip.clock_mhz", "cube.fractal", "vector.repeat_bytes",
+POSITIVE = {"chip.cube_cores", "chip.vector_cores", "chip.clock_mhz", "chip.gm_scale", "cube.fractal",
+            "vector.repeat_bytes",
             "gm.l2_bandwidth", "gm.hbm_bandwidth",
             *(f"buffers.{f.name}" for f in dataclasses.fields(_BufferTable)),
             *(f"move.{f.name}" for f in dataclasses.fields(MoveParams))}
@@ -278,15 +285,25 @@ def parse_preset(data: dict[str, Any], path: Path) -> Hardware:
     chip = _section(data, "chip", _ChipTable, path)
     buffers = _section(data, "buffers", _BufferTable, path)
     timing = {name: _section(data, name, cls, path) for name, cls in SECTIONS.items()}
-    if isinstance(data.get("calibration"), dict):  # a preset fitted before points had s1_split: all were unsplit
-        data = {**data, "calibration": {"s1_split": [1], **data["calibration"]}}
+    if isinstance(data.get("calibration"), dict):
+        data = {**data, "calibration": _older_calibration(data["calibration"])}
     calibration = _section(data, "calibration", CalibrationInfo, path)
     unknown = sorted(set(data) - {"chip", "buffers", "calibration", *SECTIONS})
     if unknown:
         raise InputError(f"hardware file {path}: unknown table(s) {', '.join(unknown)}")
     return Hardware(name=chip.name, cube_cores=chip.cube_cores, vector_cores=chip.vector_cores,
-                    clock_mhz=chip.clock_mhz, **dataclasses.asdict(buffers), **timing, calibration=calibration,
-                    source=str(path))
+                    clock_mhz=chip.clock_mhz, gm_scale=chip.gm_scale, **dataclasses.asdict(buffers), **timing,
+                    calibration=calibration, source=str(path))
+
+
+def _older_calibration(table: dict[str, Any]) -> dict[str, Any]:
+    """A [calibration] table written before some of its keys: points without ``s1_split`` were all unsplit and
+    had ``local_slot_num`` 2; without ``choices``, the measured builds' choices are the shipped bundles'."""
+    out = {"s1_split": [1], "local_slot_num": [2], **table}
+    builds = out.get("builds")
+    if "choices" not in out and isinstance(builds, list) and all(isinstance(b, str) for b in builds):
+        out["choices"] = sorted({word for b in builds if b in SHIPPED for word in build_choices(b)}) or ["-"]
+    return out
 
 
 def _preset_path(cfg: HardwareConfig) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from tfa_sim.buffers.capacity import buffer_use, cube_k
+from tfa_sim.spec.choices import problems
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import Hardware, load_hardware
@@ -49,23 +50,10 @@ def _check_variants(config: Config) -> None:
 
 
 def _check_choices(config: Config) -> None:
-    """The combinations of design choices the kernel's protocol cannot run (docs/kernel.md, "Builds"), each rule
-    written for the choice it concerns, whichever build carries it."""
-    c, s, k = config.case, config.schedule, config.kernel
-    _require(k.masks or not (c.causal or c.mask), f"kernel.masks = false (kernel.build = {k.build} compiles no mask "
-             f"path; the PTO-DSL port builds CAUSAL_MASK=False only): drop case.causal/case.mask, or set "
-             f"kernel.masks = true")
-    _require(k.launch_grid == "blocks" or s.block_order == "row", f"schedule.block_order = {s.block_order} orders "
-             f"hardware-dispatched blocks; kernel.launch_grid = persistent gives each core a contiguous range of "
-             f"units: use block_order = row, or launch_grid = blocks")
-    _require(k.stage_order == "qk_pv" or s.qk_preload >= 1, "kernel.stage_order = pv_qk issues PV(t) before "
-             "QK(t + qk_preload): with qk_preload = 0 PV(t) would wait for the P of a QK not yet issued; use "
-             "qk_preload ≥ 1, or stage_order = qk_pv")
-    _require(k.exp_ring == "fifo" or s.qk_preload >= 1, "kernel.exp_ring = preload has qk_preload entries: "
-             "qk_preload = 0 leaves it none; use qk_preload ≥ 1, or exp_ring = fifo")
-    _require(k.exp_ring == "fifo" or k.stage_order == "pv_qk", "kernel.exp_ring = preload (qk_preload entries) "
-             "needs stage_order = pv_qk: with qk_pv, compute_p(t + qk_preload) overwrites l1_exp_max[t % qk_preload] "
-             "before compute_gu(t) reads it; use exp_ring = fifo, or stage_order = pv_qk")
+    """The rules the chosen values of the design choices bring (their registries', :mod:`tfa_sim.spec.choices`),
+    each written beside the value it concerns, whichever build carries it."""
+    for problem in problems(config):
+        raise InputError(f"illegal config: {problem}")
 
 
 def _require(ok: bool, message: str) -> None:

@@ -12,9 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from tfa_sim.spec.builds import change_build, with_build
-from tfa_sim.spec.config import CONFIG_DIR, Config, KernelConfig, merge, parse_override, parse_sections, suggest
+from tfa_sim.spec.config import (
+    CONFIG_DIR,
+    Config,
+    KernelConfig,
+    merge,
+    parse_override,
+    parse_sections,
+    section_of,
+    suggest,
+    upgrade,
+)
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.legality import check_legal
+from tfa_sim.spec.plugins import load_plugins
 from tfa_sim.spec.safety import check_name, decode_text, read_bytes
 
 DEFAULT_CASE = "case_float_H_128_S0_128_S1_1024"
@@ -23,8 +34,14 @@ MAX_CONFIG_BYTES = 1 << 20
 
 
 def parse_config(data: dict[str, Any]) -> Config:
-    """A :class:`Config` from a nested mapping: the build's settings where the mapping gives none, every section
-    and key known and of the right type (no legality: :func:`build_config`)."""
+    """A :class:`Config` from a nested mapping: its plugins loaded (:mod:`tfa_sim.spec.plugins`), the build's
+    settings where the mapping gives none, every section and key known and of the right type (no legality:
+    :func:`build_config`)."""
+    data = upgrade(data)
+    kernel = data.get("kernel") if isinstance(data, dict) else None
+    if isinstance(kernel, dict) and "plugins" in kernel:  # before the build and the choices' values are read
+        plugins = section_of("kernel", KernelConfig, {"plugins": kernel["plugins"]}).plugins
+        data = merge(data, "kernel", "plugins", load_plugins(plugins))
     return parse_sections(with_build(data))
 
 
@@ -67,13 +84,29 @@ def case_path(name: str, what: str = "--case") -> Path:
 
 
 def load_config(path: str | Path | None = None, case: str | None = None, overrides: Sequence[str] = (),
-                values: Sequence[tuple[str, str, Any]] = ()) -> Config:
+                values: Sequence[tuple[str, str, Any]] = (), plugins: Sequence[str] = ()) -> Config:
     """Config from a file, a shipped case, or defaults (``DEFAULT_CASE``), then ``--set`` overrides (text) and
-    ``values`` (section, key, value) set by command-line options."""
+    ``values`` (section, key, value) set by command-line options; ``plugins`` (``--plugin FILE``) are added to
+    the config's ``kernel.plugins``."""
     if path is not None and case is not None:
         raise InputError("give either a CONFIG file or --case NAME, not both")
     data = _read_file(path if path is not None else case_path(case or DEFAULT_CASE))
-    return configure(data, [parse_override(text) for text in overrides] + list(values))
+    settings = [parse_override(text) for text in overrides] + list(values)
+    if plugins:
+        settings.append(("kernel", "plugins", [*with_plugins(data, settings), *plugins]))
+    return configure(data, settings)
+
+
+def with_plugins(data: dict[str, Any], settings: Sequence[tuple[str, str, Any]]) -> list[Any]:
+    """The plugins ``data`` and ``settings`` name (the last setting of ``kernel.plugins`` wins, as in
+    :func:`configure`), to which ``--plugin`` adds its own."""
+    given = [value for section, key, value in settings if (section, key) == ("kernel", "plugins")]
+    if given:
+        own = given[-1]
+    else:
+        kernel = data.get("kernel")
+        own = kernel.get("plugins", []) if isinstance(kernel, dict) else []
+    return list(own) if isinstance(own, (list, tuple)) else [own]
 
 
 def configure(data: dict[str, Any], settings: Sequence[tuple[str, str, Any]]) -> Config:

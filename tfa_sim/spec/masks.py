@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from tfa_sim.spec.choices import MASKS
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import load_npy, read_bytes
 
@@ -141,3 +143,24 @@ def load_mask(path: str | Path, batch: int, heads: int, s0: int, s1: int) -> Mas
         raise InputError(f"{where} has shape {a.shape}; expected S0×S1 = ({s0}, {s1}) or [batch, heads, S0, S1] "
                          f"with batch 1 or {batch} and heads 1 or {heads}")
     return MaskArray(np.ascontiguousarray(full))
+
+
+# ---- kernel.masks: whether the build compiles the mask path ---------------------------------------------------
+@dataclass(frozen=True)
+class MaskPath:
+    """What a ``kernel.masks`` value does: whether the build compiles the causal mask path (``CAUSAL_MASK``)."""
+
+    compiled: bool
+
+
+def _no_masked_case(config: Any) -> str | None:
+    c, k = config.case, config.kernel
+    return None if not (c.causal or c.mask) else (
+        f"kernel.masks = false (kernel.build = {k.build} compiles no mask path; the PTO-DSL port builds "
+        f"CAUSAL_MASK=False only): drop case.causal/case.mask, or set kernel.masks = true")
+
+
+MASKS.add(True, MaskPath(True), "`CAUSAL_MASK` compiled in: causal, window and mask-file cases run",
+          "manual fa_performance_kernel.cpp", (), __name__)
+MASKS.add(False, MaskPath(False), "no mask path: only unmasked cases run", "PTO-DSL run.py (`CAUSAL_MASK=False`)",
+          (_no_masked_case,), __name__)

@@ -1,4 +1,5 @@
-"""Which L0C accumulator each QK sub-tile and each PV tile takes, as ``kernel.accumulators`` chooses.
+"""Which L0C accumulator each QK sub-tile and each PV tile takes, as ``kernel.accumulators`` chooses (the choice's
+registry values are declared here):
 
 * ``running`` — the manual kernel's ``assign_running_acc_tile``: one running index over the L0C halves; each
   prologue (or no-preload) QK sub-tile takes the next; a steady iteration assigns the QK accumulator (if a next
@@ -8,33 +9,54 @@
 from __future__ import annotations
 
 from tfa_sim.buffers.pools import PingPong, Slot
+from tfa_sim.spec.choices import ACCUMULATORS
 
 QK_ACC, PV_ACC = 0, 1  # the fixed accumulators' L0C slots
 
 
-class Accumulators:
-    """The accumulator assignment of one unit's AIC program."""
+class Running:
+    """The running index of one unit's AIC program (``assign_running_acc_tile``)."""
 
-    def __init__(self, l0c: PingPong, running: bool) -> None:
-        self.l0c, self.running = l0c, running
-        self.index = 0  # the running index
-
-    def _next(self) -> int:
-        self.index += 1
-        return self.index - 1
+    def __init__(self, l0c: PingPong) -> None:
+        self.l0c = l0c
+        self.index = 0
 
     def qk(self) -> int:
         """The accumulator of one prologue (or no-preload) QK sub-tile."""
-        return self._next() if self.running else QK_ACC
+        self.index += 1
+        return self.index - 1
 
     def pv(self) -> Slot:
         """The accumulator of one no-preload PV tile."""
-        return self.l0c.slot(self._next() if self.running else PV_ACC)
+        return self.l0c.slot(self.qk())
 
     def step(self, has_next: bool) -> tuple[int, Slot]:
         """(the QK accumulator, the PV accumulator) of one steady iteration; ``has_next``: it runs a QK tile."""
-        if not self.running:
-            return QK_ACC, self.l0c.slot(PV_ACC)
         qk = self.index
         self.index += has_next
         return qk, self.pv()
+
+
+class Fixed:
+    """The port's two fixed accumulators."""
+
+    def __init__(self, l0c: PingPong) -> None:
+        self.l0c = l0c
+
+    def qk(self) -> int:
+        return QK_ACC
+
+    def pv(self) -> Slot:
+        return self.l0c.slot(PV_ACC)
+
+    def step(self, has_next: bool) -> tuple[int, Slot]:
+        return QK_ACC, self.l0c.slot(PV_ACC)
+
+
+ACCUMULATORS.add("running", Running, "a running index over the L0C halves (`assign_running_acc_tile`)",
+                 "manual fa_performance_kernel.cpp", (), __name__)
+ACCUMULATORS.add("fixed", Fixed, "one QK and one PV accumulator throughout (`qk_acc_a`, `pv_acc_a`)",
+                 "PTO-DSL fa_builder.py", (), __name__)
+
+#: Either assignment, as the AIC programs hold it.
+Accumulators = Running | Fixed

@@ -1,13 +1,12 @@
 """One block of the TFA kernel on one core: its tiles, FIFOs, pipes and data, as the stages see them.
 
-The kernel's ``runTFA`` declares its L1/L0/UB tiles and GM FIFOs once and
-passes them to each stage call; :class:`BlockKernel` is that set for one block
-on one core — ping-pong buffers (:class:`~tfa_sim.buffers.pools.PingPong`),
-the three GM FIFOs (:class:`~tfa_sim.buffers.fifo.GmFifo`), the
-``l1_exp_max`` ring, the UB state tiles, the pipes of the AIC (``aic``) and
-the AIVs (``aiv[lane]``), the costs, and (numerics on) where Q, K, V and O
-live.  It holds no program state: stages keep what passes between their
-instructions in local variables and buffers, as the kernel does.
+The kernel's ``runTFA`` declares its L1/L0/UB tiles and GM FIFOs once and passes them to each stage call;
+:class:`CoreBuffers` is that set on one core — ping-pong buffers (:class:`~tfa_sim.buffers.pools.PingPong`), the
+three GM FIFOs (:class:`~tfa_sim.buffers.fifo.GmFifo`), the ``l1_exp_max`` ring, the UB state tiles — built from
+the run's :class:`~tfa_sim.stages.plan.KernelPlan`.  :class:`BlockKernel` is what a unit's stage calls see: the
+block, the plan, the pipes of the AIC (``aic``) and the AIVs (``aiv[lane]``), the core's buffers (``buf``) and
+(numerics on) where Q, K, V and O live.  It holds no program state and nothing the plan holds: stages keep what
+passes between their instructions in local variables and buffers, as the kernel does.
 """
 from __future__ import annotations
 
@@ -27,11 +26,9 @@ from tfa_sim.engine.gm import MISS, PREFETCHED
 from tfa_sim.engine.issue import Program, Wait
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.numerics.inputs import Inputs
-from tfa_sim.numerics.rounding import kernel_cube_k
-from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns, prefetched_rows
-from tfa_sim.spec.config import Config
-from tfa_sim.spec.costs import Costs
+from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
+from tfa_sim.stages.plan import KernelPlan
 
 
 @dataclass
@@ -69,96 +66,45 @@ class Fifos(NamedTuple):
     pv: GmFifo
 
 
-@dataclass(frozen=True)
-class Shape:
-    """The per-block sizes every stage uses (from the config)."""
+class CoreBuffers:
+    """What ``runTFA`` declares once per core and passes to every stage call: the ping-pong tiles of L1, L0 and
+    UB, the three GM FIFOs, the ``l1_exp_max`` ring and the block-end flags (all from the plan's
+    :class:`~tfa_sim.buffers.capacity.BufferPlan`), and with numerics each AIV's UB state tiles.  A block's, or
+    a persistent core's for all its units; checked and reset as one."""
 
-    head: int
-    cube_s0: int
-    cube_s1: int
-    tile_s1: int
-    k_tile_factor: int
-    vec_s0: int  # rows of one compute_p row slice
-    half: int  # rows per AIV (CUBE_S0 / 2)
-    qk_preload: int
-    qk_cube_k: int  # CubeK of compute_qk's matmul
-    pv_cube_k: int
-    scale: np.float32  # the softmax scale s, the kernel's constexpr_inv_sqrt(HEAD) (rounding.softmax_scale)
-    softcap: float  # c > 0: scores capped to c·tanh(s·x/c); 0: off
-    dtype: Any  # Q, K, V and P (x_exp): float16 or bfloat16
-    qk_panel: int  # the numerics' K panel of compute_qk's matmul (rounding.kernel_cube_k: the kernel's, no knob)
-    pv_panel: int  # the same of compute_pv's, within one CUBE_S1 sub-tile
-
-
-def matmul_panels(config: Config) -> tuple[int, int]:
-    """The K panels of the numerics' matmuls, (QK, PV), as the kernel's calls ``pto_macro_matmul<CUBE_S0, HEAD,
-    CUBE_S1>`` (QK) and ``<CUBE_S0, CUBE_S1, HEAD>`` (PV, one call per sub-tile) cut them."""
-    c, t = config.case, config.tiling
-    return kernel_cube_k(t.cube_s0, t.cube_s1, c.head), kernel_cube_k(t.cube_s0, c.head, t.cube_s1)
-
-
-def stage_choices(config: Config, shape: Shape) -> tuple[bool, bool, int, bool]:
-    """The design choices the stage calls read (docs/kernel.md, "Builds"): a producer's ``allocate()`` before its
-    first load (``talloc``), V loaded before the wait for P (``pv_loads``), compute_gu calls per tile
-    (``gu_rows``), L0C by the running index (``accumulators``)."""
-    k = config.kernel
-    return (k.talloc == "before_load", k.pv_loads == "v_first",
-            shape.k_tile_factor if k.gu_rows == "slices" else 1, k.accumulators == "running")
-
-
-class BlockKernel:
-    """Buffers, FIFOs, pipes and data of one block on one core (see the module docstring)."""
-
-    def __init__(self, env: simpy.Environment, core: Core, block: Block, config: Config, shape: Shape,
-                 costs: Costs, numerics: Numerics | None, stats: Stats, share: BlockKernel | None = None) -> None:
-        self.env, self.block, self.shape, self.costs, self.num = env, block, shape, costs, numerics
-        self.core, self.config, self.stats = core, config, stats
-        self.numerics = numerics is not None  # stages build their data steps (op) only when True
-        self.aic = core.cube
-        self.aiv = core.vec
-        self.ffts = core.ffts
+    def __init__(self, env: simpy.Environment, core: Core, plan: KernelPlan, stats: Stats, numerics: bool) -> None:
+        n, s, shape, latency = plan.buffers, plan.config.schedule, plan.shape, plan.hw.sync.flag_latency
         self._traced = stats.pools if stats.events is not None else None
-        self.programs: list[tuple[Sequence[Pipe], Program]] = []  # each unit's pipes and program (run_tfa)
-        self.order: Any = None  # the module of the stage order's steady loops (run_tfa.ORDERS), set by the kernel
-        self.named_lines = False  # K/V lines named relative to the pipes' line_base (a unit view: to its own)
-        self.prefetched = prefetched_rows(config)  # rows of each input the host put into L2 (blocks.prefetched_rows)
-        self.talloc_first, self.v_first, self.gu_parts, self.running_acc = stage_choices(config, shape)
-        if share is not None:
-            self._adopt(share)
-            return
-        s, latency = config.schedule, costs.hw.sync.flag_latency
+        self.pools: list[PingPong] = []
         core_name = cube_unit(core.index).core_name
-        aic, aiv = self.aic, self.aiv
-        self.l1_q = self._pool(f"{core_name}.L1.q", s.l1_q, aic.MTE1)
-        self.l1_k = self._pool(f"{core_name}.L1.k", s.l1_k, aic.MTE1)
-        self.l1_p = self._pool(f"{core_name}.L1.p", s.l1_p, aic.MTE1)
-        self.l1_v = self._pool(f"{core_name}.L1.v", s.l1_v, aic.MTE1)
-        self.l0a = self._pool(f"{core_name}.L0A", s.l0a, aic.M)
-        self.l0b = self._pool(f"{core_name}.L0B", s.l0b, aic.M)
-        # L0C accumulators (two halves by default); the AIC program picks them by the kernel's running index
-        self.l0c = self._pool(f"{core_name}.L0C", s.l0c, aic.FIX)
-        vec_names = [vec_unit(core.index, a).name for a in range(LANES)]
-        # the qk and pv source tiles share UB addresses (one ping-pong per AIV)
-        self.ub_src = [self._pool(f"{vec_names[a]}.UB.src", s.ub_src, aiv[a].V) for a in range(LANES)]
-        self.ub_x_exp = [self._pool(f"{vec_names[a]}.UB.x_exp", s.ub_x_exp, aiv[a].MTE3) for a in range(LANES)]
-        # l1_exp_max_ififo[CV_FIFO_SIZE]: entry t % cv_fifo_size, written by compute_p(t), read by compute_gu(t)
-        # (kernel.exp_ring = "preload": the port's EXP ring of qk_preload entries, docs/kernel.md, "Builds")
-        ring = s.qk_preload if config.kernel.exp_ring == "preload" else s.cv_fifo_size
-        self.l1_exp_max = [Ring(env, f"{vec_names[a]}.UB.l1_exp_max", ring, (shape.half,), np.float32)
+        aic, aiv = core.cube, core.vec
+        self.l1_q = self._pool(env, f"{core_name}.L1.q", n.l1_q, aic.MTE1)
+        self.l1_k = self._pool(env, f"{core_name}.L1.k", n.l1_k, aic.MTE1)
+        self.l1_p = self._pool(env, f"{core_name}.L1.p", n.l1_p, aic.MTE1)
+        self.l1_v = self._pool(env, f"{core_name}.L1.v", n.l1_v, aic.MTE1)
+        self.l0a = self._pool(env, f"{core_name}.L0A", n.l0a, aic.M)
+        self.l0b = self._pool(env, f"{core_name}.L0B", n.l0b, aic.M)
+        # L0C accumulators (two halves by default); the AIC program picks them as kernel.accumulators assigns
+        self.l0c = self._pool(env, f"{core_name}.L0C", n.l0c, aic.FIX)
+        vec = [vec_unit(core.index, a).name for a in range(LANES)]
+        # the qk source tiles, and under the UB union the GU input tiles at the same addresses
+        self.ub_src = [self._pool(env, f"{vec[a]}.UB.src", n.ub_src, aiv[a].V) for a in range(LANES)]
+        # the GU input tiles of their own (kernel.ub_union = false), or the union's
+        self.ub_pv = [self._pool(env, f"{vec[a]}.UB.pv", n.ub_pv, aiv[a].V) for a in range(LANES)] if n.ub_pv \
+            else self.ub_src
+        self.ub_x_exp = [self._pool(env, f"{vec[a]}.UB.x_exp", n.ub_x_exp, aiv[a].MTE3) for a in range(LANES)]
+        # l1_exp_max_ififo: entry t % entries, written by compute_p(t), read by compute_gu(t)
+        self.l1_exp_max = [Ring(env, f"{vec[a]}.UB.l1_exp_max", n.exp_ring, (shape.half,), np.float32)
                            for a in range(LANES)]
         depth, period = s.cv_fifo_size, s.cv_fifo_cons_sync_period
         tile = (shape.cube_s0, shape.tile_s1)
-        qk = self._fifo(f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
-                        [aic.FIX] * LANES, [v.MTE2 for v in aiv])
-        p = self._fifo(f"{core_name}.p_tile_fifo", depth, period, latency, tile, shape.dtype,
-                       [v.MTE3 for v in aiv], [aic.MTE2] * LANES)
-        pv = self._fifo(f"{core_name}.pv_tile_fifo", depth, period, latency, (shape.cube_s0, shape.head),
-                        np.float32, [aic.FIX] * LANES, [v.MTE2 for v in aiv])
-        # what the stages index: the FIFOs, or a unit view's windows on them
-        self.qk_fifo: GmFifo | FifoWindow = qk
-        self.p_fifo: GmFifo | FifoWindow = p
-        self.pv_fifo: GmFifo | FifoWindow = pv
-        self.fifos = Fifos(qk, p, pv)  # the FIFOs themselves
+        self.fifos = Fifos(
+            self._fifo(env, core, f"{core_name}.qk_tile_fifo", depth, period, latency, tile, np.float32,
+                       [aic.FIX] * LANES, [v.MTE2 for v in aiv]),
+            self._fifo(env, core, f"{core_name}.p_tile_fifo", depth, period, latency, tile, shape.dtype,
+                       [v.MTE3 for v in aiv], [aic.MTE2] * LANES),
+            self._fifo(env, core, f"{core_name}.pv_tile_fifo", depth, period, latency, (shape.cube_s0, shape.head),
+                       np.float32, [aic.FIX] * LANES, [v.MTE2 for v in aiv]))
         self.block_end = [Flag(env, f"{core_name}.block_end[aiv{a}]", latency, "data", aiv[a].MTE3, core.ffts)
                           for a in range(LANES)]
         # UB state tiles of each AIV (numerics only): running max and sum per row, runningOTile
@@ -167,34 +113,15 @@ class BlockKernel:
         self.l2_global_sum = [np.empty(rows, np.float32) for _ in range(LANES)] if numerics else []
         self.running_o = [np.empty((shape.half, shape.head), np.float32) for _ in range(LANES)] if numerics else []
 
-    def unit_view(self, block: Block, base: int) -> BlockKernel:
-        """The same buffers, FIFOs and pipes for ``block``, a later unit of a persistent core whose FIFO tiles
-        are counted from ``base`` on (the persistent grid declares them once per core).  Its K/V lines
-        carry the block's own K/V head, since the core's units may read different heads."""
-        view = BlockKernel(self.env, self.core, block, self.config, self.shape, self.costs, self.num, self.stats,
-                           share=self)
-        view.qk_fifo, view.p_fifo, view.pv_fifo = (FifoWindow(f, base) for f in self.fifos)
-        view.named_lines, view.order = True, self.order
-        return view
-
-    def _adopt(self, other: BlockKernel) -> None:
-        """Take ``other``'s buffers, FIFOs, flags and state tiles (a unit view of the same core)."""
-        self.l1_q, self.l1_k, self.l1_p, self.l1_v = other.l1_q, other.l1_k, other.l1_p, other.l1_v
-        self.l0a, self.l0b, self.l0c = other.l0a, other.l0b, other.l0c
-        self.ub_src, self.ub_x_exp, self.l1_exp_max = other.ub_src, other.ub_x_exp, other.l1_exp_max
-        self.fifos, self.block_end = other.fifos, other.block_end
-        self.qk_fifo, self.p_fifo, self.pv_fifo = other.qk_fifo, other.p_fifo, other.pv_fifo
-        self.m2_global_max, self.l2_global_sum = other.m2_global_max, other.l2_global_sum
-        self.running_o = other.running_o
-
-    def _pool(self, name: str, count: int, owner: Pipe) -> PingPong:
-        pool = PingPong(self.env, name, count, owner)
+    def _pool(self, env: simpy.Environment, name: str, count: int, owner: Pipe) -> PingPong:
+        pool = PingPong(env, name, count, owner)
+        self.pools.append(pool)
         self._trace(pool)
         return pool
 
-    def _fifo(self, name: str, depth: int, period: int, latency: float, shape: tuple[int, ...], dtype: Any,
-              producers: list[Pipe], consumers: list[Pipe]) -> GmFifo:
-        fifo = GmFifo(self.env, name, depth, period, latency, shape, dtype, producers, consumers, self.ffts)
+    def _fifo(self, env: simpy.Environment, core: Core, name: str, depth: int, period: int, latency: float,
+              shape: tuple[int, ...], dtype: Any, producers: list[Pipe], consumers: list[Pipe]) -> GmFifo:
+        fifo = GmFifo(env, name, depth, period, latency, shape, dtype, producers, consumers, core.ffts)
         self._trace(fifo)
         return fifo
 
@@ -203,6 +130,55 @@ class BlockKernel:
         if self._traced is not None:
             pool.samples = []
             self._traced.append(pool)
+
+    def check_clean(self, block: int, now: float) -> None:
+        """At block end every flag must be back to zero and every slot released."""
+        for flag in (*(flag for fifo in self.fifos for flag in fifo.flags()), *self.block_end):
+            if flag.pending:
+                raise HazardError(f"{flag.name} was set {flag.pending} more time(s) than waited in block {block} "
+                                  f"(cycle {now:.0f}): producer and consumer disagree on the credit rule")
+        for pool in self.pools:
+            if pool.in_use:
+                raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of block {block} "
+                                  f"(cycle {now:.0f})")
+
+    def reset(self) -> None:
+        """Every buffer, FIFO, flag and ring back to its initial state (the tiles dropped)."""
+        for pool in self.pools:
+            pool.reset()
+        for fifo in self.fifos:
+            fifo.reset()
+        for flag in self.block_end:
+            flag.reset()
+        for ring in self.l1_exp_max:
+            ring.reset()
+
+
+class BlockKernel:
+    """One unit of the kernel on one core as its stages see it: the ``block``, the run's ``plan``, the core's
+    pipes and :class:`CoreBuffers` (``buf``), the FIFOs as this unit counts their tiles, and (numerics on) where
+    Q, K, V and O live (see the module docstring)."""
+
+    def __init__(self, env: simpy.Environment, core: Core, block: Block, plan: KernelPlan, numerics: Numerics | None,
+                 stats: Stats, buf: CoreBuffers | None = None, base: int = 0, named_lines: bool = False) -> None:
+        self.env, self.core, self.block, self.plan, self.num, self.stats = env, core, block, plan, numerics, stats
+        self.numerics = numerics is not None  # stages build their data steps (op) only when True
+        self.aic = core.cube
+        self.aiv = core.vec
+        self.buf = buf if buf is not None else CoreBuffers(env, core, plan, stats, self.numerics)
+        self.programs: list[tuple[Sequence[Pipe], Program]] = []  # each unit's pipes and program (run_tfa)
+        # K/V lines named with the block's K/V head (a persistent core's units may read different heads)
+        self.named_lines = named_lines
+        # what the stages index: the FIFOs, or (a later unit of a persistent core) windows on them from ``base``
+        fifos = self.buf.fifos
+        self.qk_fifo: GmFifo | FifoWindow = FifoWindow(fifos.qk, base) if base else fifos.qk
+        self.p_fifo: GmFifo | FifoWindow = FifoWindow(fifos.p, base) if base else fifos.p
+        self.pv_fifo: GmFifo | FifoWindow = FifoWindow(fifos.pv, base) if base else fifos.pv
+
+    def unit_view(self, block: Block, base: int) -> BlockKernel:
+        """The same buffers, FIFOs and pipes for ``block``, a later unit of a persistent core whose FIFO tiles
+        are counted from ``base`` on (the persistent grid declares them once per core)."""
+        return BlockKernel(self.env, self.core, block, self.plan, self.num, self.stats, self.buf, base, True)
 
     # ---- what the stages call --------------------------------------------------------------------
     def wait(self, stage: str, flags: Sequence[Flag]) -> Wait:
@@ -221,15 +197,15 @@ class BlockKernel:
     def gm_move(self, nbytes: int, path: str, line: Hashable | None = None, chunks: int = 1) -> GmMove:
         """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``) in
         ``chunks`` DMA instructions; ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
-        return GmMove(nbytes, getattr(self.costs.move, path), line, chunks)
+        return GmMove(nbytes, getattr(self.plan.costs.move, path), line, chunks)
 
     def kv_line(self, tensor: str, t: int, s: int) -> Hashable:
         """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head
         (:attr:`~tfa_sim.spec.blocks.Block.line_base`): shared by every block of the head; with
         ``named_lines`` (a persistent core's units) the head is part of the name; :data:`PREFETCHED` when the
         host put it into the L2 before the launch."""
-        b, col0 = self.block, self.block.col0(t, s)
-        if self.prefetched and col0 + self.shape.cube_s1 <= prefetched_columns(b, self.config):
+        b, col0, plan = self.block, self.block.col0(t, s), self.plan
+        if plan.prefetched and col0 + plan.shape.cube_s1 <= prefetched_columns(b, plan.config, plan.prefetched):
             return PREFETCHED
         if self.named_lines:
             return tensor, col0, b.line_base
@@ -238,7 +214,8 @@ class BlockKernel:
     def q_line(self) -> Hashable:
         """The L2 line of the block's Q load: :data:`PREFETCHED` when the host put those rows into the L2 before
         the launch, else a read from HBM (:data:`MISS`)."""
-        return PREFETCHED if self.prefetched and prefetch_signature(self.block, self.config)[0] else MISS
+        plan = self.plan
+        return PREFETCHED if plan.prefetched and prefetch_signature(self.block, plan.config)[0] else MISS
 
     @property
     def data(self) -> Numerics:
@@ -259,11 +236,11 @@ class BlockKernel:
 
     def gm_k(self, col0: int) -> View:
         b = self.block
-        return View(self.data.inputs.k, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
+        return View(self.data.inputs.k, (b.batch, b.kv_head, slice(col0, col0 + self.plan.shape.cube_s1)))
 
     def gm_v(self, col0: int) -> View:
         b = self.block
-        return View(self.data.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.shape.cube_s1)))
+        return View(self.data.inputs.v, (b.batch, b.kv_head, slice(col0, col0 + self.plan.shape.cube_s1)))
 
     def lane_rows(self, lane: int) -> tuple[int, int]:
         """(first block row, rows) of AIV ``lane`` (:meth:`~tfa_sim.spec.blocks.Block.lane_rows`)."""
@@ -293,35 +270,14 @@ class BlockKernel:
         return self.data.partials
 
     # ---- block end --------------------------------------------------------------------------------
-    def _pools(self) -> list[PingPong]:
-        return [self.l1_q, self.l1_k, self.l1_p, self.l1_v, self.l0a, self.l0b, self.l0c, *self.ub_src,
-                *self.ub_x_exp]
-
     def finish(self, keep_tiles: bool = False) -> None:
         """At block end every flag must be back to zero and every slot released; then drop the tiles (unless
         ``keep_tiles``: engine/ops.py runs the block's data steps first)."""
-        flags = [*(flag for fifo in self.fifos for flag in fifo.flags()), *self.block_end]
-        for flag in flags:
-            if flag.pending:
-                raise HazardError(f"{flag.name} was set {flag.pending} more time(s) than waited in block "
-                                  f"{self.block.index} (cycle {self.env.now:.0f}): producer and consumer "
-                                  f"disagree on the credit rule")
-        for pool in self._pools():
-            if pool.in_use:
-                raise HazardError(f"{pool.name}: {pool.in_use} slot(s) still held at the end of block "
-                                  f"{self.block.index} (cycle {self.env.now:.0f})")
+        self.buf.check_clean(self.block.index, self.env.now)
         if not keep_tiles:
             self.restart(self.block)
 
     def restart(self, block: Block) -> None:
         """Reset every buffer, FIFO and flag to its initial state (dropping the tiles), for ``block``."""
         self.block = block
-        for pool in self._pools():
-            pool.reset()
-        for fifo in self.fifos:
-            fifo.reset()
-        for flag in self.block_end:
-            flag.reset()
-        for ring in self.l1_exp_max:
-            ring.reset()
-
+        self.buf.reset()

@@ -29,12 +29,11 @@ from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
 from tfa_sim.spec.blocks import CombineBlock
-from tfa_sim.spec.config import Config
-from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.units import LANES, vec_unit
 from tfa_sim.stages import COMBINE
 from tfa_sim.stages.block_kernel import Numerics, Partials
+from tfa_sim.stages.plan import KernelPlan
 
 STAGE = COMBINE
 
@@ -119,16 +118,19 @@ class CombineRun:
 
 
 class CombineKernel:
-    """The combine launch for the chip engine: one block per split row block (``dispatch``, the geometry's
-    combine launch), on the AIVs."""
+    """The combine launch for the chip engine: one block per split row block (``dispatch``: the plan's combine
+    launch unless given), on the AIVs; the factors' scale is the softmax's (1 with a softcap, whose maxima carry
+    it already)."""
 
     name = "combine"
     stages = (STAGE,)
 
-    def __init__(self, dispatch: Dispatch, config: Config, costs: Costs, scale: np.float32,
-                 numerics: Numerics | None) -> None:
-        self.dispatch, self.config = dispatch, config
-        self.head, self.costs, self.scale, self.numerics = config.case.head, costs, scale, numerics
+    def __init__(self, plan: KernelPlan, numerics: Numerics | None, dispatch: Dispatch | None = None) -> None:
+        combine = dispatch or plan.geometry.combine
+        assert combine is not None, "a split run has a combine launch"
+        self.dispatch, self.config, self.costs, self.numerics = combine, plan.config, plan.costs, numerics
+        self.head = plan.shape.head
+        self.scale = np.float32(1.0) if plan.shape.softcap else plan.shape.scale
 
     @property
     def partials(self) -> Partials:

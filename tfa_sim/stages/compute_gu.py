@@ -30,6 +30,7 @@ from tfa_sim.buffers.capacity import FP32
 from tfa_sim.buffers.data import Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, Instr
+from tfa_sim.spec.choices import GU_ROWS
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_gu"
@@ -48,22 +49,38 @@ def update(backend: Backend, first: bool, last: bool, running_o: np.ndarray, pv:
     return backend.normalize(o, l2_global_sum) if last else o
 
 
+def _whole(_k_tile_factor: int) -> int:
+    return 1
+
+
+def _slices(k_tile_factor: int) -> int:
+    return k_tile_factor
+
+
+GU_ROWS.add("whole", _whole, "an AIV's CUBE_S0/2 rows in one call", "manual `compute_gu`", (), __name__)
+GU_ROWS.add("slices", _slices, "kTileFactor row slices, each loaded, updated and stored on its own",
+            "PTO-DSL fa_builder.py `emit_gu`", (), __name__)
+
+
 def update_tile(k: BlockKernel, lane: int, t: int, src_id: int) -> Program:
-    """GU(t) on AIV ``lane`` as ``kernel.gu_rows`` cuts it: its rows at once (``whole``), or kTileFactor row
-    slices (``slices``, the port's ``emit_gu``), each call taking the next ping-pong counter; returns (the last
-    ``TSTORE O`` after the block's last tile or None, the counter after the calls)."""
+    """GU(t) on AIV ``lane`` as ``kernel.gu_rows`` cuts it (its registry's values, above); under the UB union each
+    call takes the next ping-pong counter; returns (the last ``TSTORE O`` after the block's last tile or None,
+    the counter after the calls)."""
     store = None
-    for part in range(k.gu_parts):
-        store = yield from compute_gu(k, lane, t, src_id, part, k.gu_parts)
-        src_id += 1
+    parts = k.plan.gu_rows(k.plan.shape.k_tile_factor)
+    union = k.plan.buffers.union
+    for part in range(parts):
+        store = yield from compute_gu(k, lane, t, src_id, part, parts)
+        src_id += int(union)
     return store, src_id
 
 
 def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, parts: int = 1) -> Program:
-    """GU(t) on AIV ``lane`` (``src_id``: the shared ping-pong counter), or of its row slice ``part`` of
-    ``parts`` (each loaded, updated and, after the last tile, stored on its own); returns the ``TSTORE O`` after
-    the block's last tile (else None)."""
-    n, aiv, block = k.shape, k.aiv[lane], k.block
+    """GU(t) on AIV ``lane``, or of its row slice ``part`` of ``parts`` (each loaded, updated and, after the last
+    tile, stored on its own); its PV lands in the UB source tile of the shared ping-pong counter ``src_id``
+    (the UB union), or in the GU input tile of its own call count; returns the ``TSTORE O`` after the block's
+    last tile (else None)."""
+    n, aiv, block, buf = k.plan.shape, k.aiv[lane], k.block, k.buf
     pv = k.pv_fifo.tile(t, (lane,))
     lane0, lane_n = k.lane_rows(lane)
     size = -(-lane_n // parts)
@@ -72,7 +89,7 @@ def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, pa
     row0 = lane0 + first_row
     own = slice(row0, row0 + rows)  # this slice's rows of the block
     mine = slice(first_row, first_row + rows)  # and of this AIV's rows
-    src = k.ub_src[lane].slot(src_id)
+    src = buf.ub_src[lane].slot(src_id) if k.plan.buffers.union else buf.ub_pv[lane].slot(pv.t * parts + part)
     nbytes = rows * n.head * FP32
     done = part == parts - 1  # the tile's last slice frees the PV tile and reads the ring entry
     if part == 0:
@@ -83,14 +100,14 @@ def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, pa
         then=((pv.free, pv.credit) if pv.notifies else (pv.free,)) if done else (), nbytes=nbytes)
     first, last = t == 0, t == block.tiles - 1
     divide = last and not block.partial
-    exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
+    exp_max = buf.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
     if k.numerics and rows:
-        o = View(k.running_o[lane], mine)
+        o = View(buf.running_o[lane], mine)
         step = partial(update, k.data.backend, first, divide)
         scale = NOT_RESCALED if first else exp_max.region(mine)
-        op = (Compute(step, (o, src, scale, View(k.l2_global_sum[lane], mine)), (o,)), *k.dump("o_part", t, row0, o))
-    cost = k.costs.compute_gu(rows, n.head, first, divide) if rows else 0.0
+        op = (Compute(step, (o, src, scale, View(buf.l2_global_sum[lane], mine)), (o,)), *k.dump("o_part", t, row0, o))
+    cost = k.plan.costs.compute_gu(rows, n.head, first, divide) if rows else 0.0
     vec = yield k.instr(aiv.V, STAGE, t, part, "VEC update", cost, waits=(load,), op=op,
                         then=(src.release,) if first or not done else (exp_max.read, src.release))
     if not last:
@@ -100,17 +117,17 @@ def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, pa
 
 def _store(k: BlockKernel, lane: int, t: int, part: int, vec: Instr, mine: slice, rows: int) -> Program:
     """After the last tile: the rows' O (a split-S1 chunk: its unnormalised O, max and sum) to GM."""
-    n, block = k.shape, k.block
+    n, block, buf = k.plan.shape, k.block, k.buf
     nbytes = rows * n.head * FP32
     moves: tuple[Effect, ...] = ()
     if block.partial:  # the chunk's unnormalised O, max and sum for the combine
         nbytes += 2 * rows * FP32
         if k.numerics and rows:
-            moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane, mine)),
-                     Move(View(k.m2_global_max[lane], mine), k.gm_partial(lane, "m", mine)),
-                     Move(View(k.l2_global_sum[lane], mine), k.gm_partial(lane, "l", mine)))
+            moves = (Move(View(buf.running_o[lane], mine), k.gm_o(lane, mine)),
+                     Move(View(buf.m2_global_max[lane], mine), k.gm_partial(lane, "m", mine)),
+                     Move(View(buf.l2_global_sum[lane], mine), k.gm_partial(lane, "l", mine)))
     elif k.numerics and rows:
-        moves = (Move(View(k.running_o[lane], mine), k.gm_o(lane, mine)),)
+        moves = (Move(View(buf.running_o[lane], mine), k.gm_o(lane, mine)),)
     store: Instr = yield k.instr(
         k.aiv[lane].MTE3, STAGE, t, part, "TSTORE partial" if block.partial else "TSTORE O",
         k.gm_move(nbytes, "ub_to_gm") if rows else 0.0, waits=(vec,), op=moves if k.numerics else None,

@@ -48,39 +48,39 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
     """Row slice ``r`` of logical tile ``t`` on AIV ``lane``; ``src_id``: the shared ping-pong counter.  The
     producer's ``allocate()`` comes before the tile's first store, or with ``kernel.talloc = "before_load"`` (the
     port's ``talloc``) right after the QK ``wait()``, before the first load."""
-    b, n, aiv = k.block, k.shape, k.aiv[lane]
+    b, n, aiv, buf = k.block, k.plan.shape, k.aiv[lane], k.buf
     qk, p = k.qk_fifo.tile(t, (lane,)), k.p_fifo.tile(t, (lane,))
     first, last = r == 0, r == n.k_tile_factor - 1
     lane0, lane_n = k.lane_rows(lane)
     nr = max(0, min(n.vec_s0, lane_n - r * n.vec_s0))  # rows of this slice (fewer, or none, in a short block)
     row0 = lane0 + r * n.vec_s0  # within the block
     rows = slice(row0, row0 + nr)
-    src, x_exp = k.ub_src[lane].slot(src_id), k.ub_x_exp[lane].slot(src_id)
+    src, x_exp = buf.ub_src[lane].slot(src_id), buf.ub_x_exp[lane].slot(src_id)
     src_bytes = nr * n.tile_s1 * FP32
     load_then: tuple[Effect, ...] = ()
     if last:  # free(): the QK tile is read; a credit when the credit rule says so
         load_then = (qk.free, qk.credit) if qk.notifies else (qk.free,)
-    talloc = p.credits if first and k.talloc_first else ()  # talloc before the load: the P slot's credit now
+    talloc = p.credits if first and k.plan.talloc.before_load else ()  # talloc before the load: the P slot's credit now
     if first:  # wait(): the QK tile is in GM
         yield k.wait(STAGE, (*qk.ready, *talloc))
     load_cost = k.gm_move(src_bytes, "gm_to_ub", chunks=n.k_tile_factor) if nr else 0.0
     load = yield k.instr(
         aiv.MTE2, STAGE, t, r, "TLOAD QK", load_cost, waits=(src,),
         op=(Move(qk.region(rows), src),) if k.numerics else None, then=load_then, nbytes=src_bytes)
-    exp_max = k.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
+    exp_max = buf.l1_exp_max[lane].entry(t)  # tile 0 neither writes nor reads the ring
     op: tuple[Effect, ...] | None = None
     if k.numerics and nr:
         own = slice(r * n.vec_s0, r * n.vec_s0 + nr)  # the slice's rows within this AIV's rows
-        m, l = View(k.m2_global_max[lane], own), View(k.l2_global_sum[lane], own)
+        m, l = View(buf.m2_global_max[lane], own), View(buf.l2_global_sum[lane], own)
         step = partial(softmax, k.data.backend, b.masked(t, row0, nr), n.scale, n.softcap, n.dtype)
         if t == 0:  # l1_exp_max is all ones and not kept; the dump shows those ones
             op = (Compute(step, (src, None, None), (x_exp, DISCARD, m, l)),
                   *k.dump("exp_max", t, row0, Const(np.ones(nr, np.float32))))
         else:
             op = (Compute(step, (src, m, l), (x_exp, exp_max.region(own), m, l)),
-                  *k.dump("exp_max", t, row0, exp_max.region(own), t % k.l1_exp_max[lane].count))
+                  *k.dump("exp_max", t, row0, exp_max.region(own), t % buf.l1_exp_max[lane].count))
         op += (*k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
-    cost = k.costs.compute_p(nr, n.tile_s1, t == 0, b.coverage(t, row0, nr), n.softcap > 0) if nr else 0.0
+    cost = k.plan.costs.compute_p(nr, n.tile_s1, t == 0, b.coverage(t, row0, nr), n.softcap > 0) if nr else 0.0
     vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax", cost, waits=(load, x_exp), op=op,
                         then=(src.release, exp_max.write) if first and t > 0 else (src.release,))
     out_bytes = nr * n.tile_s1 * FP16

@@ -8,7 +8,7 @@ Per sub-tile, in the kernel's order (docs/kernel.md, "The four stages"):
    AIVs' P-FIFO ready flags, and nothing after it is issued until then;
 3. ``TLOAD P`` (MTE2): the P chunk (fp16 ``x_exp``) from the P FIFO into an L1
    slot; the last sub-tile frees the P tile and, when the credit rule says so,
-   returns a credit (``free()``; the dsl build: with its V load, below);
+   returns a credit (``free()``; with ``kernel.pv_loads = "p_first"``: with its V load, below);
 4. ``TEXTRACT`` (MTE1): P and V panels into L0A/L0B halves;
 5. ``TMATMUL`` (M): accumulate into the tile's L0C accumulator (taken at sub-tile
    0 and held across the tile's sub-tiles: Init, Acc, Final) — the accumulator
@@ -23,6 +23,7 @@ does the FIFO handshakes (its P is +0, so the skip does not change a bit).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -35,7 +36,9 @@ from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
 from tfa_sim.numerics.rounding import panels
 from tfa_sim.spec.blocks import Block
+from tfa_sim.spec.choices import PV_LOADS
 from tfa_sim.stages.block_kernel import BlockKernel
+from tfa_sim.stages.handoffs import matmul, store
 
 STAGE = "compute_pv"
 
@@ -63,6 +66,18 @@ def pv_tile(backend: Backend, panel: int, block: Block, t: int, p: np.ndarray, v
     return np.zeros((p.shape[0], v.shape[1]), np.float32) if acc is None else acc
 
 
+@dataclass(frozen=True)
+class PvLoads:
+    """What a ``kernel.pv_loads`` value does: whether V is loaded before compute_pv waits for P."""
+
+    v_first: bool
+
+
+PV_LOADS.add("v_first", PvLoads(True), "`TLOAD V` issued before the wait for P", "manual `compute_pv`", (), __name__)
+PV_LOADS.add("p_first", PvLoads(False), "P loaded, then V; the P tile's free after the last V load",
+             "PTO-DSL fa_builder.py `emit_pv_sub`, `push_pv`", (), __name__)
+
+
 def _load_v(k: BlockKernel, t: int, s: int, v_l1: Slot, v_bytes: int, then: tuple[Effect, ...] = ()) -> Program:
     """``TLOAD V``: the sub-tile's V chunk into an L1 slot (``then``: its completion effects)."""
     load = yield k.instr(
@@ -75,9 +90,11 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into the accumulator ``acc`` (one per tile, as the kernel assigns).
     With ``kernel.pv_loads = "v_first"`` the V load is issued before the wait for P (the manual kernel); with
     ``p_first`` after the P load (the port's ``emit_pv_sub``), and the P tile's ``free()`` follows the last
-    sub-tile's V load on the MTE2 (``push_pv``: the ``tfree`` after the sub-tile's loads)."""
-    b, n, aic = k.block, k.shape, k.aic
-    v_first = k.v_first
+    sub-tile's V load on the MTE2 (``push_pv``: the ``tfree`` after the sub-tile's loads).  The tile's last
+    computed sub-tile is its final-phase matmul, handed to FIX as ``kernel.cube_handoff`` says."""
+    b, plan, aic, buf = k.block, k.plan, k.aic, k.buf
+    n = plan.shape
+    v_first = plan.pv_loads.v_first
     p = k.p_fifo.tile(t)
     free: tuple[Effect, ...] = ()
     if s == n.k_tile_factor - 1:  # free(): the P tile is read; a credit when the credit rule says so
@@ -89,7 +106,7 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
         return
     rows = b.n_rows
     cols = (slice(0, rows), slice(s * n.cube_s1, (s + 1) * n.cube_s1))
-    p_l1, v_l1, a, bb = k.l1_p.slot(), k.l1_v.slot(), k.l0a.slot(), k.l0b.slot()
+    p_l1, v_l1, a, bb = buf.l1_p.slot(), buf.l1_v.slot(), buf.l0a.slot(), buf.l0b.slot()
     p_bytes, v_bytes = rows * n.cube_s1 * FP16, n.cube_s1 * n.head * FP16
     load_v = (yield from _load_v(k, t, s, v_l1, v_bytes)) if v_first else None
     if s == 0:
@@ -100,19 +117,19 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     if load_v is None:
         load_v = yield from _load_v(k, t, s, v_l1, v_bytes, then=free)
     extract = yield k.instr(
-        aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
+        aic.MTE1, STAGE, t, s, "TEXTRACT", plan.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
         op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))
     subs = b.active_subs(t)
     init = s == subs[0]  # the accumulator is taken by the tile's first computed sub-tile (Init)
+    final = s == subs[-1]  # and handed to FIX after its last (Final)
     accumulate: tuple[Effect, ...] | None = None
     if k.numerics:  # Init: a TMATMUL into the accumulator; Acc: TMATMUL_ACC
         step = partial(pv_product, k.data.backend, n.pv_panel)
         accumulate = (Compute(partial(step, None), (a, bb), (acc,)) if init else Compute(step, (acc, a, bb), (acc,)),)
-    matmul = yield k.instr(
-        aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(rows, n.head, n.cube_s1, n.pv_cube_k),
-        waits=(extract, acc) if init else (extract,), op=accumulate,
-        then=(a.release, bb.release), flops=2 * rows * n.cube_s1 * n.head)
-    if s != subs[-1]:
+    handoff = yield from matmul(k, STAGE, t, s, rows, n.head, n.cube_s1, n.pv_cube_k, final,
+                                (extract, acc) if init else (extract,), accumulate, (a.release, bb.release),
+                                2 * rows * n.cube_s1 * n.head)
+    if not final:
         return
     pv = k.pv_fifo.tile(t)
     if pv.credits:
@@ -122,5 +139,5 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
     if k.numerics:
         region = pv.region((slice(0, rows),))
         op = (Move(acc, region), *k.dump("pv_fifo", t, 0, region, pv.t % k.pv_fifo.depth))
-    yield k.instr(aic.FIX, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", k.gm_move(nbytes, "l0c_to_gm"),
-                  waits=(matmul,), op=op, then=(pv.claim, acc.release, pv.push), nbytes=nbytes)
+    yield from store(k, STAGE, t, n.k_tile_factor - 1, "FIXPIPE →pv_tile_fifo", nbytes,
+                     plan.costs.fractals(rows, n.head), handoff, (), op, (pv.claim, acc.release, pv.push))

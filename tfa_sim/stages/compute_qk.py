@@ -21,7 +21,6 @@ bits never depend on stale memory.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import numpy as np
 
@@ -30,9 +29,10 @@ from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import Compute, Const, Location, Move
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
-from tfa_sim.engine.pipes import Effect, GmMove, Instr
+from tfa_sim.engine.pipes import Effect, Instr
 from tfa_sim.numerics.rounding import panels
 from tfa_sim.stages.block_kernel import BlockKernel
+from tfa_sim.stages.handoffs import matmul, store
 
 STAGE = "compute_qk"
 ZERO = Const(np.float32(0.0))
@@ -53,8 +53,8 @@ def load_q(k: BlockKernel) -> Program:
 
     Returns the load and the L1 slot that holds Q for the whole block.
     """
-    q_l1 = k.l1_q.slot()
-    nbytes = k.block.n_rows * k.shape.head * FP16
+    q_l1 = k.buf.l1_q.slot()
+    nbytes = k.block.n_rows * k.plan.shape.head * FP16
     load = yield k.instr(
         k.aic.MTE2, STAGE, 0, 0, "TLOAD Q→L1", k.gm_move(nbytes, "gm_to_l1", k.q_line()), waits=(q_l1,),
         op=(Move(k.gm_q(), q_l1),) if k.numerics else None, nbytes=nbytes)
@@ -64,37 +64,36 @@ def load_q(k: BlockKernel) -> Program:
 def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_index: int) -> Program:
     """Sub-tile ``s`` of logical tile ``t`` into L0C accumulator ``acc_index`` (``q_load``/``q_l1``: the
     block's Q, from :func:`load_q`).  The producer's ``allocate()`` comes after the matmul, before the store, or
-    with ``kernel.talloc = "before_load"`` (the port's ``talloc``) before the sub-tile's K load."""
-    b, n, aic = k.block, k.shape, k.aic
+    with ``kernel.talloc = "before_load"`` (the port's ``talloc``) before the sub-tile's K load; the matmul hands
+    its accumulator to FIX as ``kernel.cube_handoff`` says (:mod:`tfa_sim.stages.handoffs`)."""
+    b, plan, aic, buf = k.block, k.plan, k.aic, k.buf
+    n = plan.shape
     rows = b.n_rows  # a short block still costs whole 16-row fractals (Costs.matmul)
     fifo = k.qk_fifo.tile(t)
-    allocate_first = k.talloc_first
+    allocate_first = plan.talloc.before_load
     if s == 0 and allocate_first and fifo.credits:
         yield k.wait(STAGE, fifo.credits)
     last = s == n.k_tile_factor - 1
     cols = (slice(0, rows), slice(s * n.cube_s1, (s + 1) * n.cube_s1))  # the sub-tile's part of the tile
-    store_waits: tuple[Any, ...] = ()
     store_then: tuple[Effect, ...] = (fifo.claim,) if s == 0 else ()
-    store_cost: float | GmMove = 0.0
+    handoff: tuple[Instr, Instr] | None = None
     out_bytes = 0
     source: Location = ZERO
     if b.sub_tile_active(t, s):
-        k_l1, a, bb, acc = k.l1_k.slot(), k.l0a.slot(), k.l0b.slot(), k.l0c.slot(acc_index)
+        k_l1, a, bb, acc = buf.l1_k.slot(), buf.l0a.slot(), buf.l0b.slot(), buf.l0c.slot(acc_index)
         k_bytes = n.cube_s1 * n.head * FP16
         load = yield k.instr(
             aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1", k.kv_line("k", t, s)), waits=(k_l1,),
             op=(Move(k.gm_k(b.col0(t, s)), k_l1),) if k.numerics else None, nbytes=k_bytes)
         extract = yield k.instr(
-            aic.MTE1, STAGE, t, s, "TEXTRACT", k.costs.extract(rows * n.head * FP16, k_bytes),
+            aic.MTE1, STAGE, t, s, "TEXTRACT", plan.costs.extract(rows * n.head * FP16, k_bytes),
             waits=(load, q_load, a, bb), op=(Move(q_l1, a), Move(k_l1, bb)) if k.numerics else None,
             then=(k_l1.release,))
-        matmul = yield k.instr(
-            aic.M, STAGE, t, s, "TMATMUL", k.costs.matmul(rows, n.cube_s1, n.head, n.qk_cube_k),
-            waits=(extract, acc), op=(Compute(partial(qk_product, k.data.backend, n.qk_panel), (a, bb), (acc,)),)
-            if k.numerics else None,
-            then=(a.release, bb.release), flops=2 * rows * n.cube_s1 * n.head)
+        handoff = yield from matmul(
+            k, STAGE, t, s, rows, n.cube_s1, n.head, n.qk_cube_k, True, (extract, acc),
+            (Compute(partial(qk_product, k.data.backend, n.qk_panel), (a, bb), (acc,)),) if k.numerics else None,
+            (a.release, bb.release), 2 * rows * n.cube_s1 * n.head)
         out_bytes, source = rows * n.cube_s1 * FP32, acc
-        store_waits, store_cost = (matmul,), k.gm_move(out_bytes, "l0c_to_gm")
         store_then += (acc.release,)
     if s == 0 and not allocate_first and fifo.credits:
         yield k.wait(STAGE, fifo.credits)  # allocate(): after the matmul, before the store
@@ -104,5 +103,8 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
     if k.numerics:
         dump = k.dump("qk_fifo", t, 0, fifo.region((slice(0, rows),)), fifo.t % k.qk_fifo.depth) if last else ()
         op = (Move(source, fifo.region(cols)), *dump)
-    yield k.instr(aic.FIX, STAGE, t, s, "FIXPIPE →qk_tile_fifo", store_cost, waits=store_waits, op=op,
-                  then=store_then, nbytes=out_bytes)
+    if handoff is None:  # an inactive sub-tile: its columns stay +0, no bytes move
+        yield k.instr(aic.FIX, STAGE, t, s, "FIXPIPE →qk_tile_fifo", 0.0, op=op, then=store_then)
+    else:
+        yield from store(k, STAGE, t, s, "FIXPIPE →qk_tile_fifo", out_bytes, plan.costs.fractals(rows, n.cube_s1),
+                         handoff, (), op, store_then)

@@ -7,9 +7,12 @@ goes first, so it needs ``qk_preload ≥ 1`` (tfa_sim.spec.legality).
 """
 from __future__ import annotations
 
+import sys
+
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr
+from tfa_sim.spec.choices import STAGE_ORDER
 from tfa_sim.stages.accumulators import Accumulators
 from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.compute_gu import update_tile
@@ -20,7 +23,7 @@ from tfa_sim.stages.compute_qk import compute_qk
 
 def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> Program:
     """The AIC's steady loop and tail."""
-    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     for t in range(tiles):
         nxt = t + preload
         qk_acc, pv_acc = acc.step(nxt < tiles)
@@ -33,7 +36,7 @@ def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> 
 def aiv_steady(k: BlockKernel, lane: int, src: int) -> Program:
     """AIV ``lane``'s steady loop from ping-pong counter ``src``; returns (the counter after it, the unit's last
     ``TSTORE O``)."""
-    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     store = None
     for t in range(tiles):
         store, src = yield from update_tile(k, lane, t, src)
@@ -42,3 +45,14 @@ def aiv_steady(k: BlockKernel, lane: int, src: int) -> Program:
                 yield from compute_p(k, lane, t + preload, r, src)
                 src += 1
     return src, store
+
+
+def _needs_preload(config: object) -> str | None:
+    preload = config.schedule.qk_preload  # type: ignore[attr-defined]
+    return None if preload >= 1 else ("kernel.stage_order = pv_qk issues PV(t) before QK(t + qk_preload): with "
+                                      "qk_preload = 0 PV(t) would wait for the P of a QK not yet issued; use "
+                                      "qk_preload ≥ 1, or stage_order = qk_pv")
+
+
+STAGE_ORDER.add("pv_qk", sys.modules[__name__], "PV(t) then QK(t + preload) per sub-tile; GU(t) then P(t + preload)",
+                "PTO-DSL fa_builder.py `emit_qk_pv_interleaved`, `vec_unit_body`", (_needs_preload,), __name__)

@@ -7,9 +7,12 @@ schedule: QK(t) then PV(t), P(t) then GU(t).
 """
 from __future__ import annotations
 
+import sys
+
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr
+from tfa_sim.spec.choices import STAGE_ORDER
 from tfa_sim.stages.accumulators import Accumulators
 from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.compute_gu import update_tile
@@ -20,7 +23,7 @@ from tfa_sim.stages.compute_qk import compute_qk
 
 def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> Program:
     """The AIC's steady loop and tail (the whole program after Q with no preload)."""
-    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     if preload == 0:
         for t in range(tiles):
             for s in range(kf):
@@ -41,7 +44,7 @@ def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> 
 def aiv_steady(k: BlockKernel, lane: int, src: int) -> Program:
     """AIV ``lane``'s steady loop from ping-pong counter ``src``; returns (the counter after it, the unit's last
     ``TSTORE O``)."""
-    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     store = None
     for t in range(tiles):
         nxt = t + preload  # with preload 0: P(t) right before GU(t)
@@ -51,3 +54,7 @@ def aiv_steady(k: BlockKernel, lane: int, src: int) -> Program:
                 src += 1
         store, src = yield from update_tile(k, lane, t, src)
     return src, store
+
+
+STAGE_ORDER.add("qk_pv", sys.modules[__name__], "QK(t + preload) then PV(t) per sub-tile; P(t + preload) then GU(t)",
+                "manual `runTFA` steady loop; JIT fa_kernel.cpp", (), __name__)

@@ -1,9 +1,9 @@
 """``runTFA``: the kernel's programs, per unit, as its design choices order them (docs/kernel.md, "Builds").
 
 A unit's program (:func:`aic_unit`, :func:`aiv_unit`): the AIC loads Q and runs the QK prologue (``qk_preload``
-tiles), each AIV the P prologue; then the steady loop of ``kernel.stage_order`` (:data:`ORDERS`: the manual
-kernel's :mod:`~tfa_sim.stages.order_qk_pv` or the port's :mod:`~tfa_sim.stages.order_pv_qk`).  What surrounds the
-units is the launch grid's (``kernel.launch_grid``, :mod:`tfa_sim.spec.geometry`):
+tiles), each AIV the P prologue; then the steady loop of ``kernel.stage_order`` (the module its registry value
+names: the manual kernel's :mod:`~tfa_sim.stages.order_qk_pv`, the port's :mod:`~tfa_sim.stages.order_pv_qk`, or a
+plugin's).  What surrounds the units is the launch grid's (``kernel.launch_grid``, :mod:`tfa_sim.spec.geometry`):
 
 * ``blocks`` — one unit per dispatched block, then the block's epilogue: the AIC waits for the credits of the QK
   and PV FIFOs nobody waited for and for both AIVs' block end (``CV_BLOCK_END``), then frees Q; each AIV drains
@@ -16,60 +16,51 @@ units is the launch grid's (``kernel.launch_grid``, :mod:`tfa_sim.spec.geometry`
 The buffers the kernel indexes by its own counters are indexed the same way here (docs/kernel.md, "Protocol
 details that change timing"): the L0C accumulators as ``kernel.accumulators`` assigns them
 (:mod:`~tfa_sim.stages.accumulators`); each AIV's UB source tile and ``x_exp`` tile by one counter that advances
-once per ``compute_p`` call and once per ``compute_gu`` call (``p_gu_src_pingpong_id``), across a persistent
-core's units.
+once per ``compute_p`` call and, under the UB union (``kernel.ub_union``), once per ``compute_gu`` call
+(``p_gu_src_pingpong_id``), across a persistent core's units.
 """
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
-from types import ModuleType
 
 import simpy
 
-from tfa_sim.buffers.capacity import cube_k
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Instr, Stats
-from tfa_sim.numerics.rounding import input_dtype, softmax_scale
 from tfa_sim.spec.blocks import Block, prefetch_signature
 from tfa_sim.spec.config import Config
-from tfa_sim.spec.costs import Costs
-from tfa_sim.spec.geometry import CoreUnits, Dispatch, launch_geometry
-from tfa_sim.spec.hardware import Hardware
-from tfa_sim.spec.masks import Mask
+from tfa_sim.spec.geometry import CoreUnits, Dispatch
 from tfa_sim.spec.units import LANES
-from tfa_sim.stages import EPILOGUE, STAGES, order_pv_qk, order_qk_pv
-from tfa_sim.stages.accumulators import Accumulators
-from tfa_sim.stages.block_kernel import BlockKernel, Numerics, Shape, matmul_panels
+from tfa_sim.stages import EPILOGUE, STAGES
+from tfa_sim.stages.block_kernel import BlockKernel, Numerics
 from tfa_sim.stages.compute_p import compute_p
 from tfa_sim.stages.compute_qk import compute_qk, load_q
-
-#: ``kernel.stage_order`` → the module of its steady loops (``aic_steady``, ``aiv_steady``).
-ORDERS: dict[str, ModuleType] = {"qk_pv": order_qk_pv, "pv_qk": order_pv_qk}
+from tfa_sim.stages.plan import KernelPlan
 
 
 def aic_unit(k: BlockKernel) -> Program:
     """The AIC's issue stream for one unit: Q, the QK prologue, the steady loop; returns Q's L1 slot."""
-    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     q_load, q_l1 = yield from load_q(k)
-    acc = Accumulators(k.l0c, k.running_acc)
+    acc = k.plan.accumulators(k.buf.l0c)
     for t in range(min(preload, tiles)):  # prologue
         for s in range(kf):
             yield from compute_qk(k, t, s, q_load, q_l1, acc.qk())
-    yield from k.order.aic_steady(k, q_load, q_l1, acc)
+    yield from k.plan.stage_order.aic_steady(k, q_load, q_l1, acc)
     return q_l1
 
 
 def aiv_unit(k: BlockKernel, lane: int, src: int) -> Program:
     """AIV ``lane``'s issue stream for one unit from ping-pong counter ``src``: the P prologue, the steady loop;
     returns (the counter after it, the unit's last ``TSTORE O``)."""
-    tiles, preload, kf = k.block.tiles, k.shape.qk_preload, k.shape.k_tile_factor
+    tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     for t in range(min(preload, tiles)):  # prologue
         for r in range(kf):
             yield from compute_p(k, lane, t, r, src)
             src += 1
-    return (yield from k.order.aiv_steady(k, lane, src))
+    return (yield from k.plan.stage_order.aiv_steady(k, lane, src))
 
 
 # ---- the hardware-dispatched grid: a block per dispatch -----------------------------------------------------
@@ -78,9 +69,10 @@ def aic_block(k: BlockKernel) -> Program:
     waited for and for both AIVs' block end, and free Q."""
     q_l1 = yield from aic_unit(k)
     tiles = k.block.tiles
-    drain = [fifo.consumed[a] for fifo in (k.fifos.qk, k.fifos.pv) for a in range(LANES)
+    fifos = k.buf.fifos
+    drain = [fifo.consumed[a] for fifo in (fifos.qk, fifos.pv) for a in range(LANES)
              for _ in range(fifo.undrained_credits(tiles))]
-    yield k.wait(EPILOGUE, [*drain, *k.block_end])
+    yield k.wait(EPILOGUE, [*drain, *k.buf.block_end])
     yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "block end", 0.0, then=(q_l1.release,))
 
 
@@ -89,11 +81,12 @@ def aiv_block(k: BlockKernel, lane: int) -> Program:
     undrained credits and signal block end."""
     _, store = yield from aiv_unit(k, lane, 0)
     assert isinstance(store, Instr), "a unit has at least one tile"
-    drain = [k.fifos.p.consumed[lane]] * k.fifos.p.undrained_credits(k.block.tiles)
+    p = k.buf.fifos.p
+    drain = [p.consumed[lane]] * p.undrained_credits(k.block.tiles)
     if drain:
         yield k.wait(EPILOGUE, drain)
     yield k.instr(k.aiv[lane].MTE3, EPILOGUE, k.block.tiles, 0, "signal block end", 0.0, waits=(store,),
-                  then=(k.block_end[lane].set,))
+                  then=(k.buf.block_end[lane].set,))
 
 
 # ---- the persistent grid: a core's units in one program --------------------------------------------------
@@ -112,7 +105,7 @@ def aic_core(k: BlockKernel, units: tuple[Block, ...]) -> Program:
         q_l1: Slot = yield from aic_unit(view)
         yield view.instr(view.aic.MTE1, EPILOGUE, view.block.tiles, 0, "Q tile free", 0.0, then=(q_l1.release,))
     total = sum(b.tiles for b in units)
-    drain = [f.consumed[a] for f in (k.fifos.qk, k.fifos.pv) for a in range(LANES)
+    drain = [f.consumed[a] for f in (k.buf.fifos.qk, k.buf.fifos.pv) for a in range(LANES)
              for _ in range(f.undrained_credits(total))]
     if drain:
         yield k.wait(EPILOGUE, drain)
@@ -123,32 +116,29 @@ def aiv_core(k: BlockKernel, units: tuple[Block, ...], lane: int) -> Program:
     src = 0  # the UB source/x_exp ping-pong counter runs on across the units
     for view in unit_views(k, units):
         src, _ = yield from aiv_unit(view, lane, src)
-    drain = [k.fifos.p.consumed[lane]] * k.fifos.p.undrained_credits(sum(b.tiles for b in units))
+    p = k.buf.fifos.p
+    drain = [p.consumed[lane]] * p.undrained_credits(sum(b.tiles for b in units))
     if drain:
         yield k.wait(EPILOGUE, drain)
 
 
 class TfaKernel:
-    """The TFA kernel for the chip engine: its launch geometry, and each dispatched item's programs on a core."""
+    """The TFA kernel for the chip engine: a run's :class:`~tfa_sim.stages.plan.KernelPlan` (its launch geometry
+    among it), and each dispatched item's programs on a core."""
 
     name = "tfa"
     stages = STAGES
 
-    def __init__(self, config: Config, hw: Hardware, numerics: Numerics | None = None,
-                 mask: Mask | None = None) -> None:
-        c, t, s = config.case, config.tiling, config.schedule
-        self.config, self.numerics = config, numerics
-        self.costs = Costs(hw, config.kernel.vec_barriers == "insert_sync")
-        l0a_half, l0b_half = hw.l0a // s.l0a, hw.l0b // s.l0b
-        qk_k = cube_k(t.cube_s0, t.cube_s1, c.head, l0a_half, l0b_half)
-        pv_k = cube_k(t.cube_s0, c.head, t.cube_s1, l0a_half, l0b_half)
-        assert qk_k is not None and pv_k is not None, "legality admits only configs with a CubeK"
-        self.shape = Shape(c.head, t.cube_s0, t.cube_s1, t.tile_s1, t.k_tile_factor, t.vec_s0, t.cube_s0 // 2,
-                           s.qk_preload, qk_k, pv_k, softmax_scale(c.head), c.softcap, input_dtype(c.dtype),
-                           *matmul_panels(config))
-        self.geometry = launch_geometry(config, hw.cube_cores, mask)
-        self.dispatch: Dispatch = self.geometry.main
-        self.order = ORDERS[config.kernel.stage_order]
+    def __init__(self, plan: KernelPlan, numerics: Numerics | None = None) -> None:
+        self.plan, self.numerics = plan, numerics
+
+    @property
+    def config(self) -> Config:
+        return self.plan.config
+
+    @property
+    def dispatch(self) -> Dispatch:
+        return self.plan.geometry.main
 
     def template_key(self, block: Block | CoreUnits) -> Hashable | None:
         """Timing only: the block's own key (equal for blocks that issue the same program and read the same
@@ -157,17 +147,16 @@ class TfaKernel:
         block moves its own data, and a persistent core's units run into each other, so neither is replayed."""
         if self.numerics is not None or not isinstance(block, Block):
             return None
-        signature = prefetch_signature(block, self.config)
+        signature = prefetch_signature(block, self.plan.config)
         return block.key if block.key is None or signature == (False, 0) else (block.key, signature)
 
     def start(self, env: simpy.Environment, core: Core, block: Block | CoreUnits, stats: Stats) -> BlockKernel:
         """The dispatched item's buffers on ``core`` and its programs: the AIC's, then each AIV's (a persistent
         core's :class:`~tfa_sim.spec.geometry.CoreUnits`: the programs loop over its units)."""
         units = block.units
-        k = BlockKernel(env, core, units[0], self.config, self.shape, self.costs, self.numerics, stats)
-        k.order = self.order
-        if isinstance(block, CoreUnits):
-            k.named_lines = True  # the units may read different K/V heads (the pipes keep no line base)
+        persistent = isinstance(block, CoreUnits)
+        k = BlockKernel(env, core, units[0], self.plan, self.numerics, stats, named_lines=persistent)
+        if persistent:
             k.programs = [(core.cube, aic_core(k, units)),
                           *((core.vec[a], aiv_core(k, units, a)) for a in range(LANES))]
         else:

@@ -22,6 +22,7 @@ from tfa_sim.rundir.msprof import CORE_TIME, PIPE_COLUMNS, SIMULATED, BoardProfi
 from tfa_sim.spec.config import HardwareConfig
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
+from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.hardware import Hardware, load_hardware, preset_names
 from tfa_sim.spec.units import LANES, parse_unit
 
@@ -81,10 +82,12 @@ def _spread(values: list[float]) -> dict[str, Any]:
     return {"min_us": min(values), "max_us": max(values), "per_core_us": values} if values else {}
 
 
-def board_figures(board: BoardProfile, cores: int) -> dict[str, dict[str, Any]]:
+def board_figures(board: BoardProfile, launch: Dispatch) -> dict[str, dict[str, Any]]:
     """Per pipe (and ``cube.time``/``vec.time``, a core's whole time): the board's busy µs per core, ``mean_us``
     and, from msprof op's per-block rows, the spread across cores and each core's value (in core order, a core's
-    vector cores one after the other)."""
+    vector cores one after the other).  ``launch``: the config's launch (its plan's), whose cores ran the board's
+    blocks (a block of a persistent grid is a core)."""
+    cores = launch.cores
     out: dict[str, dict[str, Any]] = {}
     if board.units is None:  # a per-task table: one launch block's figures (Block Dim of them: a persistent grid's
         # block is a core) spread over the cores; without Block Dim they cannot be (the table has no pipes then)
@@ -93,7 +96,7 @@ def board_figures(board: BoardProfile, cores: int) -> dict[str, dict[str, Any]]:
     per_core: dict[str, dict[tuple[int, int], float]] = defaultdict(lambda: defaultdict(float))
     for unit in board.units:
         for name, value in unit.values.items():
-            per_core[name][(unit.block % cores, unit.lane)] += value
+            per_core[name][(launch.core_of(unit.block), unit.lane)] += value
     for name, values in per_core.items():
         ordered = [values[key] for key in sorted(values)]
         out[name] = {"mean_us": math.fsum(ordered) / len(ordered), **_spread(ordered)}
@@ -144,22 +147,23 @@ def _pipe_row(name: str, board: dict[str, Any] | None, model: list[float] | None
     return row
 
 
-def side_by_side(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str, Any]]
+def side_by_side(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str, Any]], launch: Dispatch
                  ) -> dict[str, dict[str, Any]]:
     """Every pipe's entry of profile.json: the board's figures beside the model's run (``summary``'s timing
-    keys: blocks, cores_used, pipes, total_cycles, clock_mhz) and its stalls (``bubbles``)."""
-    boards = board_figures(board, summary["cores_used"])
+    keys: blocks, cores_used, pipes, total_cycles, clock_mhz), its stalls (``bubbles``) and its ``launch``."""
+    boards = board_figures(board, launch)
     models, stalls = model_figures(summary), waits(bubbles)
     return {name: _pipe_row(name, boards.get(name), models.get(name), board.columns.get(name), stalls.get(name))
             for name in PIPE_COLUMNS}
 
 
-def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str, Any]]) -> dict[str, Any]:
-    """profile.json: the board's task and pipes beside the model's run of the config (``summary``), the
-    pipes ordered by disagreement (``largest``) and the largest put in words (``findings``)."""
+def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str, Any]], launch: Dispatch
+            ) -> dict[str, Any]:
+    """profile.json: the board's task and pipes beside the model's run of the config (``summary``, its
+    ``launch``), the pipes ordered by disagreement (``largest``) and the largest put in words (``findings``)."""
     cores = summary["cores_used"]
-    boards = board_figures(board, cores)
-    pipes = side_by_side(board, summary, bubbles)
+    boards = board_figures(board, launch)
+    pipes = side_by_side(board, summary, bubbles, launch)
     compared = [n for n, p in pipes.items() if p["ratio"]]
     report: dict[str, Any] = {
         "case": summary["case"], "hardware": summary["hardware"], "clock_mhz": summary["clock_mhz"],

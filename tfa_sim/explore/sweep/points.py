@@ -22,7 +22,8 @@ from tfa_sim.spec.builds import build_defaults
 from tfa_sim.spec.config import KernelConfig, merge
 
 SHAPE_SECTIONS = ("case", "hardware")  # the problem and the chip: with the build, a point's shape
-SHAPE_KEYS = (("kernel", "build"),)  # the build; its design choices are knobs a sweep varies like the schedule's
+#: The build and the plugins its values need; its design choices are knobs a sweep varies like the schedule's.
+SHAPE_KEYS = (("kernel", "build"), ("kernel", "plugins"))
 
 
 def is_shape(dotted: str) -> bool:
@@ -73,7 +74,7 @@ def shape_of(full: dict[str, dict[str, Any]]) -> tuple:
     """The problem a filled config solves: its case, hardware and build (everything a schedule or a design choice
     cannot change)."""
     return tuple((s, k, full[s][k]) for s in SHAPE_SECTIONS for k in sorted(SCHEMA[s])) + tuple(
-        (s, k, full[s][k]) for s, k in SHAPE_KEYS)
+        (s, k, tuple(v) if isinstance(v := full[s][k], list) else v) for s, k in SHAPE_KEYS)
 
 
 def shape_label(shape: tuple) -> str:

@@ -23,6 +23,7 @@ from tfa_sim.spec.errors import InputError, ScheduleError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config
 from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.stages.plan import kernel_plan
 
 
 def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: str = "time_us",
@@ -38,19 +39,19 @@ def run_point(point: dict[str, Any], constraints: tuple[str, ...] = (), metric: 
     excluded = failed_constraint(constraints, row["config"])
     if excluded:
         return {**row, "status": "excluded", "message": excluded}
-    hw = load_hardware(config.hardware)
-    use = buffer_use(config, hw.ub_align)
+    use = buffer_use(config, load_hardware(config.hardware).ub_align)
     row.update(l1_bytes=use.l1_bytes, ub_bytes=use.ub_bytes)
     try:
+        plan = kernel_plan(config)
         numerics = _numerics(config) if config.numerics.enabled else None
         with blas_threads(config.numerics.blas_threads) if numerics is not None else nullcontext():
-            sim = simulate(config, hw, numerics, log_events=False, fold=fold and numerics is None)
+            sim = simulate(plan, numerics, log_events=False, fold=fold and numerics is None)
         t = timing_summary(sim, config)
     except ScheduleError as exc:
         return {**row, "status": "schedule_error", "message": str(exc)}
     except InputError as exc:
         return {**row, "status": "illegal", "message": str(exc)}
-    p = prediction(config, hw, sim.total_cycles, sim.blocks, sim.waves)
+    p = prediction(plan, sim.total_cycles)
     row.update(status="ok", total_cycles=t["total_cycles"], time_us=t["time_us"], tflops=t["tflops"],
                normalized_tflops=t["normalized_tflops"], bound_pipe=t["bound_pipe"], cores_used=t["cores_used"],
                launch_period_us=p["launch_period_us"], time_interval_us=p["time_interval_us"],

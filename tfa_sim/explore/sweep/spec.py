@@ -75,7 +75,7 @@ def load_sweep(source: str | Path | Mapping[str, Any]) -> Sweep:
     if isinstance(source, Mapping):
         data, where = dict(source), "sweep spec"
     else:
-        data, where = _read_toml(Path(source)), f"sweep file {Path(source)}"
+        data, where = read_tables(Path(source)), f"sweep file {Path(source)}"
     unknown = sorted(str(k) for k in set(data) - {"base", "axes", "sweep"})
     if unknown:
         raise InputError(f"{where}: unknown table(s) {unknown}; use [base], [axes], [sweep]")
@@ -87,7 +87,8 @@ def load_sweep(source: str | Path | Mapping[str, Any]) -> Sweep:
     return sweep
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_tables(path: Path) -> dict[str, Any]:
+    """A sweep file's tables, unchecked (:func:`load_sweep` checks them)."""
     if not path.exists():
         raise InputError(f"sweep file {path} not found; give an existing .toml file (examples in configs/sweeps/)")
     if not path.is_file():
@@ -118,8 +119,10 @@ def _base(base: Any) -> dict[str, dict[str, Any]]:
         for key, value in table.items():
             where = f"[base.{plain(section)}] {plain(key)}"  # keys from a file may hold control characters
             check_key(f"{section}.{key}", where)
-            if not isinstance(value, SCALARS):
-                raise InputError(f"{where} = {show(value)}: config values are numbers, booleans or strings")
+            if not isinstance(value, SCALARS) and not ((section, key) == ("kernel", "plugins") and
+                                                       isinstance(value, list)):
+                raise InputError(f"{where} = {show(value)}: config values are numbers, booleans or strings (and "
+                                 f"kernel.plugins a list)")
     if "enabled" in base.get("numerics", {}):
         raise InputError("[base.numerics] enabled: set [sweep] numerics = true/false instead")
     return base

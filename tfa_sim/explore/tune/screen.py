@@ -14,8 +14,8 @@ and, for a mask, which tiles and sub-tiles it sees; so probes are cached under t
 and the knobs that only change the block list — ``block_order``, ``s1_split``, ``gqa_pack``,
 ``hardware.cores`` — cost no new probe.
 
-The **launch estimate** uses the candidate's real launch (:func:`~tfa_sim.spec.geometry.launch_geometry`: the
-blocks each core runs, in dispatch order, in either launch grid).  Core c
+The **launch estimate** uses the candidate's real launch (its :class:`~tfa_sim.stages.plan.KernelPlan`'s geometry:
+the blocks each core runs, in dispatch order, in whichever launch grid).  Core c
 starts ``c · core_stagger`` cycles in and has the work Σ over its blocks of fill + tiles · per_tile (cycles at
 full speed), the bytes Σ fill bytes + tiles · bytes per tile and likewise the cross-core flag messages.  The
 cores share the chip's L2 and HBM as the engine shares them, in proportion to what they ask for once together
@@ -43,11 +43,12 @@ from tfa_sim.sim.fold import sample_blocks
 from tfa_sim.spec.blocks import Block, config_mask
 from tfa_sim.spec.config import CaseConfig, Config
 from tfa_sim.spec.errors import ScheduleError
-from tfa_sim.spec.geometry import Dispatch, Geometry, launch_geometry
+from tfa_sim.spec.geometry import Dispatch, Geometry
 from tfa_sim.spec.hardware import Hardware, load_hardware
 from tfa_sim.spec.masks import Mask
 from tfa_sim.spec.units import pipe_kind
 from tfa_sim.stages.combine import CombineKernel
+from tfa_sim.stages.plan import kernel_plan
 from tfa_sim.stages.run_tfa import TfaKernel
 
 #: Steady tiles of the short and the long probe cut after the ``qk_preload`` tiles of the prologue.
@@ -136,7 +137,7 @@ def _figures(result: SimResult) -> tuple[list[float], dict[str, float]]:
 
 def run_probe(config: Config, hw: Hardware, block: Block) -> Probe:
     """Probe ``block`` (see the module docstring)."""
-    kernel = TfaKernel(probe_config(config), hw)
+    kernel = TfaKernel(kernel_plan(probe_config(config), hw))
     cuts = probe_cuts(block.tiles, config.schedule.qk_preload, config.schedule.cv_fifo_cons_sync_period)
     try:
         runs = [_figures(sample_blocks(kernel, hw, [block], k)) for k in cuts]
@@ -154,8 +155,9 @@ def run_probe(config: Config, hw: Hardware, block: Block) -> Probe:
 
 
 def combine_probe(combine: Dispatch, config: Config, hw: Hardware, rows: int, chunks: int) -> Probe:
-    """One combine block of ``rows`` rows over ``chunks`` chunks, whole (dispatch included)."""
-    kernel = CombineKernel(combine, config, TfaKernel(probe_config(config), hw).costs, np.float32(1), None)
+    """One combine block of ``rows`` rows over ``chunks`` chunks, whole (dispatch included): the combine program
+    of ``combine``'s blocks with the probe plan's costs."""
+    kernel = CombineKernel(kernel_plan(probe_config(config), hw), None, combine)
     block = next(b for b in combine.order if (b.n_rows, len(b.chunks)) == (rows, chunks))
     try:
         (cycles, gm, hbm, sync), busy = _figures(sample_blocks(kernel, hw, [block]))
@@ -175,16 +177,16 @@ class Layout:
     counts: np.ndarray  # [cores, classes]
     tiles: np.ndarray  # [cores, classes]
     kv_tiles: int  # distinct (batch, K/V head, tile) the launch reads
-    combine: list[tuple[int, int]]  # per combine block (rows, chunks), in dispatch order
-    combine_cores: int
+    combine: list[list[tuple[int, int]]]  # per core of the combine launch its blocks' (rows, chunks), in order
     geometry: Geometry
     fingerprint: Hashable
 
 
 def make_layout(config: Config, hw: Hardware, mask: Mask) -> Layout:
     """The :class:`Layout` of ``config`` on ``hw`` (the cores it uses: ``hardware.cores`` applied)."""
-    geometry = launch_geometry(config, hw.cube_cores, mask)
-    blocks, n = geometry.blocks, geometry.main.cores
+    geometry = kernel_plan(config, hw, mask).geometry
+    blocks, main = geometry.blocks, geometry.main
+    n = main.cores
     classes: list[tuple] = []
     rep: list[Block] = []
     counts, tiles = np.zeros((n, 0)), np.zeros((n, 0))
@@ -197,15 +199,14 @@ def make_layout(config: Config, hw: Hardware, mask: Mask) -> Layout:
         k = classes.index(cls)
         if b.tiles > rep[k].tiles:
             rep[k] = b
-        counts[i % n, k] += 1
-        tiles[i % n, k] += b.tiles
+        counts[main.core_of(i), k] += 1
+        tiles[main.core_of(i), k] += b.tiles
     kv = len({(b.line_base, t) for b in blocks for t in b.tile_ids})
     combine = geometry.combine
-    split = [(b.n_rows, len(b.chunks)) for b in combine.order] if combine else []
-    fingerprint = (n, combine.cores if combine else 0, geometry.main.persistent, tuple(
+    split = [[(b.n_rows, len(b.chunks)) for b in queue] for queue in combine.queues()] if combine else []
+    fingerprint = (n, combine.cores if combine else 0, main.persistent, tuple(
         (b.index, b.tile_ids, b.active, b.chunks, b.rows.heads.tobytes(), b.rows.pos.tobytes()) for b in blocks))
-    return Layout(n, classes, rep, counts, tiles, kv, split, combine.cores if combine else 0, geometry,
-                  hash(fingerprint))
+    return Layout(n, classes, rep, counts, tiles, kv, split, geometry, hash(fingerprint))
 
 
 def fluid_end(start: np.ndarray, work: np.ndarray, demand: list[tuple[np.ndarray, float]]) -> np.ndarray:
@@ -257,12 +258,12 @@ def estimate_launch(layout: Layout, probes: Sequence[Sequence[Probe]], hw: Hardw
 
 
 def estimate_combine(layout: Layout, probes: dict[tuple[int, int], Probe], hw: Hardware) -> float:
-    """Cycles of the combine launch (0 without one): its blocks round-robin, each its probed time."""
+    """Cycles of the combine launch (0 without one): each core's blocks one after another, each its probed
+    time."""
     if not layout.combine:
         return 0.0
-    n = layout.combine_cores
-    ends = [c * hw.overhead.core_stagger + sum(probes[key].fill for key in layout.combine[c::n]) for c in range(n)]
-    return max(ends)
+    return max(c * hw.overhead.core_stagger + sum(probes[key].fill for key in queue)
+               for c, queue in enumerate(layout.combine))
 
 
 class Screen:
@@ -297,7 +298,7 @@ class Screen:
 
     def combine(self, config: Config, layout: Layout) -> dict[tuple[int, int], Probe]:
         out = {}
-        for rows, chunks in set(layout.combine):
+        for rows, chunks in {key for queue in layout.combine for key in queue}:
             key = (config.case.head, config.case.dtype, rows, chunks)
             if key not in self.combines:
                 assert layout.geometry.combine is not None, "a layout with combine blocks has a combine launch"

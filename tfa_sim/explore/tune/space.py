@@ -15,8 +15,9 @@ Without ``--space`` the **default space** (:func:`default_axes`) is every schedu
 applies to the case, each over the values below plus the config's own: ``tiling.tile_s1`` 128…2048 (powers
 of two dividing S1), ``tiling.cube_s1`` 64, 128, ``tiling.cube_s0`` 64, 128, 256, ``schedule.qk_preload``
 1 … ``cv_fifo_size``, ``schedule.cv_fifo_cons_sync_period`` 1, 2, 4, 8; with a mask (causal, window or a
-mask file) ``schedule.block_order``; when the case's blocks leave a quarter or more of the core-time of
-their waves idle, ``schedule.s1_split`` 1, 2, 3, 4, 6, 8, 12, 24, "auto" (at most one chunk per 128 keys);
+mask file) ``schedule.block_order``; when the config's launch (its grid, its ``s1_split``) leaves a quarter or
+more of the core-time of its waves idle, ``schedule.s1_split`` 1, 2, 3, 4, 6, 8, 12, 24, "auto" (at most one chunk
+per 128 keys);
 with GQA (heads > kv_heads) and S0 below the largest CUBE_S0, ``schedule.gqa_pack``.  The buffer counts and
 ``cv_fifo_size`` and the design choices stay at the config's values (its build's unless set): give a
 ``--space`` file to search them.
@@ -28,7 +29,6 @@ naming the rule that removed most of them and how many (:func:`no_legal_candidat
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections import Counter
 from collections.abc import Hashable, Mapping
@@ -141,13 +141,12 @@ def _with(options: tuple[Any, ...] | list[Any], own: Any) -> list[Any]:
 
 
 def _idle_share(config: Config, pack: bool) -> float:
-    """Idle share of the core-time of the waves of ``config``'s unsplit blocks (packed if ``pack``)."""
-    from tfa_sim.spec.hardware import load_hardware
+    """Idle share of the core-time of the waves of ``config``'s launch as its plan lays it out (its launch grid
+    and ``s1_split``; its query heads packed if ``pack``)."""
+    from tfa_sim.stages.plan import kernel_plan
 
-    c, cores = config.case, load_hardware(config.hardware).cube_cores
-    rows, groups = (c.s0 * (c.heads // c.kv_heads), c.kv_heads) if pack else (c.s0, c.heads)
-    blocks = c.batch * groups * math.ceil(rows / config.tiling.cube_s0)
-    return 1 - blocks / (math.ceil(blocks / cores) * cores)
+    packed = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, gqa_pack=pack))
+    return kernel_plan(packed).geometry.main.idle_share
 
 
 def default_axes(config: Config) -> list[tuple[str, list[Any]]]:

@@ -1,0 +1,135 @@
+"""Your own module (issue 47): a plugin outside tfa_sim/ adds a stage order through the registry's public API, and
+its value works through ``run``, a sweep axis and ``tune --space``; a broken plugin is one line, exit 2, and takes
+back what it registered."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_readme import ROOT, follows, run_quoted
+
+import tfa_sim
+from tfa_sim.cli import main
+from tfa_sim.spec import choices
+from tfa_sim.spec.errors import InputError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "plugins" / "gu_first.py"
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The docs' worked example, copied outside the package, the working directory beside it."""
+    monkeypatch.chdir(tmp_path)
+    return Path(shutil.copy(EXAMPLE, tmp_path / "gu_first.py"))
+
+
+def order(result, unit: str) -> list[tuple[str, int, int]]:
+    """(instruction, tile, sub) of one unit's pipes, in start order (ties by log order)."""
+    rows = [(r.start, n, r) for n, r in enumerate(result.events.log.records()) if r.unit == unit and r.tile >= 0]
+    return [(r.kind, r.tile, r.sub) for _, _, r in sorted(rows, key=lambda x: x[:2])]
+
+
+def run(order_name: str, plugins=(), **extra):
+    return tfa_sim.run(overrides={"case.s1": 4096, "numerics.enabled": False, "kernel.stage_order": order_name,
+                                  **extra}, plugins=list(plugins))
+
+
+def test_the_plugins_order_issues_the_manual_cube_loop_and_the_ports_vector_loop(plugin):
+    """Its AIC issues what qk_pv's does, in the same order, and each AIV what pv_qk's does (an independent
+    expectation: the two shipped orders); its time is not the manual order's."""
+    mine, manual, port = run("gu_first", [plugin]), run("qk_pv"), run("pv_qk")
+    issued = lambda result, unit: [(k, t, s) for k, t, s in sorted(order(result, unit), key=lambda e: e[1:])]  # noqa
+    for unit, like in (("core0.cubecore0", manual), ("core0.veccore0", port), ("core0.veccore1", port)):
+        assert sorted(order(mine, unit)) == sorted(order(like, unit)), unit  # the same instructions
+    program = lambda result, unit: [e for e in order(result, unit) if e[0] in ("TLOAD QK", "TLOAD PV")]  # noqa
+    assert program(mine, "core0.veccore0") == program(port, "core0.veccore0")  # GU(t)'s load before P(t + preload)'s
+    assert program(manual, "core0.veccore0") != program(port, "core0.veccore0")
+    assert issued(mine, "core0.cubecore0") == issued(manual, "core0.cubecore0")
+    assert mine.time_us != manual.time_us
+    assert mine.o is None and "kernel.stage_order = gu_first never measured" in " ".join(
+        mine.summary["interval_reasons"])
+
+
+def test_the_plugin_runs_from_the_command_line_and_from_a_config(plugin, tmp_path, capsys):
+    assert main(["run", "--no-numerics", "--no-event-log", "--plugin", "gu_first.py", "--set", "case.s1=4096",
+                 "--set", "kernel.stage_order=gu_first", "--out", "a"]) == 0
+    config = tmp_path / "mine.toml"
+    config.write_text('[case]\ns1 = 4096\n[kernel]\nplugins = ["gu_first.py"]\nstage_order = "gu_first"\n')
+    assert main(["run", "--no-numerics", "--no-event-log", str(config), "--out", "b"]) == 0
+    summaries = [(tmp_path / d / "summary.json").read_text() for d in "ab"]
+    import json
+
+    a, b = (json.loads(s) for s in summaries)
+    assert a["total_cycles"] == b["total_cycles"]
+    assert b["config"]["kernel"]["plugins"] == [str(plugin.resolve())]  # resolved: runnable from anywhere
+
+
+def test_the_plugins_value_is_a_sweep_axis_and_makes_a_hazardous_preload_safe(plugin, tmp_path):
+    """compute_p runs one tile less ahead on the plugin's order: qk_preload = cv_fifo_size overwrites the ring on
+    qk_pv (a schedule error) and runs on gu_first."""
+    spec = {"base": {"case": {"s1": 4096}, "kernel": {"plugins": ["gu_first.py"]}},
+            "axes": {"kernel.stage_order": ["qk_pv", "gu_first"], "schedule.qk_preload": [4, 8]}}
+    table = tfa_sim.sweep(spec, out=tmp_path / "s")
+    status = {(r["kernel.stage_order"], r["schedule.qk_preload"]): r["status"] for _, r in table.iterrows()}
+    assert status == {("qk_pv", 4): "ok", ("qk_pv", 8): "schedule_error", ("gu_first", 4): "ok",
+                      ("gu_first", 8): "ok"}
+    row = table[(table["kernel.stage_order"] == "gu_first") & (table["schedule.qk_preload"] == 4)].iloc[0]
+    assert row["time_us"] == run("gu_first", [plugin], **{"schedule.qk_preload": 4}).time_us
+
+
+def test_the_plugins_value_is_tuned_and_named_in_the_report(plugin):
+    space = {"axes": {"kernel.stage_order": ["qk_pv", "pv_qk", "gu_first"], "schedule.qk_preload": [2, 4]}}
+    result = tfa_sim.tune(overrides={"case.s1": 4096}, space=space, plugins=["gu_first.py"])
+    assert "kernel.stage_order: " in result.report and "gu_first" in result.report
+    assert set(result.candidates["kernel.stage_order"]) == {"qk_pv", "pv_qk", "gu_first"}
+    assert result.time_us == tfa_sim.run(result.best, event_log=False).time_us
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("import no_such_module_here\n", "failed to import: ModuleNotFoundError"),
+    ("x = (\n", "failed to import: SyntaxError"),
+    ("from tfa_sim.api.plugins import register\nregister('stage_order', 'qk_pv', __import__('sys'), 'd', 's')\n",
+     "kernel.stage_order = qk_pv is registered already (by tfa_sim.stages.order_qk_pv)"),
+    ("from tfa_sim.api.plugins import register\nregister('stage_order', 'half', object(), 'd', 's')\n",
+     "breaks the registry's contract: it lacks aic_steady, aiv_steady"),
+    ("from tfa_sim.api.plugins import register\nregister('no_such_choice', 'x', object(), 'd', 's')\n",
+     "kernel.no_such_choice is not a design choice"),
+    ("from tfa_sim.api.plugins import register\nregister('exp_ring', 'deep', lambda s: 99, '', 's')\n",
+     "needs a doc line and a source"),
+])
+def test_a_broken_plugin_is_one_line_exit_2_and_takes_back_what_it_registered(text, needle, tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from tfa_sim.api.plugins import register\n"
+                   "register('gu_rows', 'early', lambda kf: 1, 'registered before the failure', 's')\n" + text)
+    assert main(["run", "--no-numerics", "--no-event-log", "--plugin", str(bad), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and needle in err and str(bad) in err, err
+    assert "early" not in choices.REGISTRIES["gu_rows"].values  # taken back
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_plugin_file_that_does_not_exist_is_one_line():
+    with pytest.raises(InputError, match="plugin file .*missing.py does not exist"):
+        tfa_sim.load_config(overrides={"kernel.plugins": ["missing.py"]})
+
+
+# ---- docs/guide/extending.md: its worked example runs as the page quotes it -------------------------------------
+GUIDE = "docs/guide/extending.md"
+
+
+def test_the_guides_worked_example_is_todays_output(plugin, tmp_path, capsys):
+    """The page's commands, run where the plugin and the page's sweep file lie, print what the page quotes."""
+    text = (ROOT / GUIDE).read_text(encoding="utf-8")
+    (tmp_path / "orders.toml").write_text(text.split("(`orders.toml`):\n\n```toml\n", 1)[1].split("```", 1)[0])
+    for command in ("tfa-sim run --plugin gu_first.py --set kernel.stage_order=gu_first --set case.s1=4096 "
+                    "--no-numerics --no-event-log --out gu_first",
+                    "tfa-sim sweep orders.toml --no-progress --no-plots --out orders"):
+        got, expected = run_quoted(command, capsys, GUIDE)
+        assert len(expected) >= 3 and follows(got, expected), (got, expected)
+
+
+def test_the_guide_says_what_each_registry_takes():
+    text = (Path(__file__).resolve().parents[1] / GUIDE).read_text(encoding="utf-8")
+    for choice in choices.choices():
+        assert f"| `{choice.key}` | {choice.offers} |" in text, choice.key
