@@ -24,6 +24,7 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
 from tfa_sim.spec.hardware import Hardware, load_hardware, preset_names
 from tfa_sim.spec.units import LANES, parse_unit
+from tfa_sim.views.figures import bars, finite, label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -300,34 +301,24 @@ def html(report: dict[str, Any]) -> str:
 
 def figure(report: dict[str, Any]) -> Figure:
     """Per pipe, the board's and the model's busy µs per core side by side, the spread across cores as whiskers;
-    the pipes the model does not simulate with the board's bar alone."""
+    the pipes the model does not simulate with the board's bar alone.  Every number goes through
+    :mod:`tfa_sim.views.figures`: an absent one draws no bar, a whisker is never negative."""
     from matplotlib.figure import Figure
 
     names = list(report["pipes"])
     fig = Figure(figsize=(8, 0.5 * len(names) + 1.4))
     ax = fig.add_subplot()
     for offset, side, color in ((-0.2, "board", "tab:orange"), (0.2, "model", "tab:blue")):
-        ys: list[float] = []
-        widths: list[float] = []
-        errs: list[list[float]] = [[], []]
-        for i, name in enumerate(names):
-            p = report["pipes"][name]
-            if p[f"{side}_us"] is None:
-                continue
-            ys.append(i + offset)
-            widths.append(p[f"{side}_us"])
-            low, high = p[f"{side}_min_us"], p[f"{side}_max_us"]
-            errs[0].append(p[f"{side}_us"] - low if low is not None else 0.0)
-            errs[1].append(high - p[f"{side}_us"] if high is not None else 0.0)
+        ys, widths, errs = bars((i + offset, p[f"{side}_us"], p[f"{side}_min_us"], p[f"{side}_max_us"])
+                                for i, p in enumerate(report["pipes"][n] for n in names))
         ax.barh(ys, widths, height=0.38, color=color, xerr=errs, capsize=2, label=side)
-    ax.set_yticks(range(len(names)),
-                  [f"{n} ({report['pipes'][n]['ratio']:.2f}×)" if report["pipes"][n]["ratio"]
-                   else f"{n} ({report['pipes'][n]['note']})" for n in names])
+    ax.set_yticks(range(len(names)), [f"{n} ({label(p['ratio'])}×)" if finite(p["ratio"]) else f"{n} ({p['note']})"
+                                      for n, p in ((n, report["pipes"][n]) for n in names)])
     ax.invert_yaxis()
     ax.set_xlabel("busy µs per core (mean; whiskers: min–max over cores)")
     ax.set_title(f"{report['op_name']} on the board against the model of {report['case']} on {report['hardware']}\n"
-                 f"task duration {report['task_duration_us']:.2f} µs, model kernel time {report['model_us']:.2f} µs",
-                 fontsize=9)
+                 f"task duration {label(report['task_duration_us'])} µs, model kernel time "
+                 f"{label(report['model_us'])} µs", fontsize=9)
     ax.legend(loc="lower right")
     fig.tight_layout()
     return fig
