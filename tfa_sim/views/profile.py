@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfa_sim.rundir.msprof import CORE_TIME, PIPE_COLUMNS, SIMULATED, BoardProfile
+from tfa_sim.rundir.profiles.table import Damaged
 from tfa_sim.spec.config import HardwareConfig
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
@@ -36,6 +37,8 @@ CLOCK_TOLERANCE = 0.01
 #: Disagreements put in words.
 FINDINGS = 3
 CORE_WORD = {"cube": "cube core", "vec": "vector core"}
+#: Damaged rows named in the notes (profile.json lists them all).
+DAMAGED_SHOWN = 5
 
 
 def _near(a: float, b: float) -> bool:
@@ -176,10 +179,16 @@ def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str
         "pipes": pipes,
         "largest": sorted(compared, key=lambda n: -abs(math.log(pipes[n]["ratio"]))),
         "missing_columns": board.missing, "collect": board.collect or None, "also_found": board.others,
-        "skipped_tasks": board.skipped, "config": summary.get("config")}
+        "skipped_tasks": board.skipped, "skipped_lines": [damaged_entry(d) for d in board.damaged],
+        "config": summary.get("config")}
     report["findings"] = [finding(name, report) for name in report["largest"][:FINDINGS]]
     report["notes"] = notes(report)
     return report
+
+
+def damaged_entry(row: Damaged) -> dict[str, Any]:
+    """profile.json's record of a row left out: its file, line, cell count and its header's."""
+    return {"file": str(row.path), "line": row.line, "cells": len(row.cells), "header_cells": row.width}
 
 
 def launch_spread(task_us: list[float]) -> dict[str, Any]:
@@ -190,7 +199,8 @@ def launch_spread(task_us: list[float]) -> dict[str, Any]:
 
 def notes(report: dict[str, Any]) -> list[str]:
     """What the reading leaves to say: the launches read and their spread, what could not be checked or
-    compared and why, which layout was read where a directory held several, the rows skipped."""
+    compared and why, which layout was read where a directory held several, the rows skipped (of other task types,
+    and damaged ones)."""
     out = [launches_note(report)] if report["launches"] > 1 else []
     if report["block_dim"] is None:
         out.append("Block Dim: not in the profile (torch_npu's Level0 writes none), so the launch's blocks were not "
@@ -205,7 +215,18 @@ def notes(report: dict[str, Any]) -> list[str]:
     if report["skipped_tasks"]:
         out.append(f"skipped {sum(report['skipped_tasks'].values())} rows of other task types ("
                    + ", ".join(f"{kind} {n}" for kind, n in report["skipped_tasks"].items()) + ")")
+    if report["skipped_lines"]:
+        out.append(damaged_note(report["skipped_lines"]))
     return out
+
+
+def damaged_note(rows: list[dict[str, Any]]) -> str:
+    """The damaged rows left out, in words: which lines of which file, and why."""
+    shown = "; ".join(f"line {r['line']} of {r['file']} ({r['cells']} cells, its header {r['header_cells']})"
+                      for r in rows[:DAMAGED_SHOWN])
+    more = f" and {len(rows) - DAMAGED_SHOWN} more" if len(rows) > DAMAGED_SHOWN else ""
+    return (f"skipped {len(rows)} damaged row{'s' if len(rows) > 1 else ''}: {shown}{more} — a cell missing or one "
+            f"too many, so the row is left out, not realigned; the whole rows are compared")
 
 
 def launches_note(report: dict[str, Any]) -> str:
