@@ -115,12 +115,15 @@ def pick(count: int, launch: int | None, name: str, where: str) -> list[int]:
 
 
 def one_shape(shapes: dict[str, tuple[int | None, int | None]], name: str, where: str, count: int) -> None:
-    """Refuse launches of several shapes (``shapes``: where each launch is → its Block Dim and Mix Block Dim)."""
+    """Refuse launches of several shapes (``shapes``: where each launch is → its Block Dim and Mix Block Dim, in
+    start-time order), naming where the first launch of another shape than the first is."""
     if len(set(shapes.values())) > 1:
         seen = sorted({f"{b}/{m}" for b, m in shapes.values()})
+        first = next(iter(shapes.values()))
+        odd, (b, m) = next((at, shape) for at, shape in shapes.items() if shape != first)
         raise InputError(f"{where}: the launches of {name} differ in Block Dim / Mix Block Dim ({', '.join(seen)}); "
                          f"pick one with --launch N (0 … {count - 1}, in start-time order), or give a profile of "
-                         f"launches of one shape")
+                         f"launches of one shape (the first: {first[0]}/{first[1]}; {odd}: {b}/{m})")
 
 
 def given(text: object) -> str | None:
