@@ -39,8 +39,8 @@ class Damaged:
         return f"line {self.line} of {self.path} has {len(self.cells)} cells, its header {self.width}"
 
     def names(self, op: str) -> bool:
-        """True when a cell of the row is ``op`` (the row may be a launch of it)."""
-        return any(cell.strip() == op for cell in self.cells)
+        """True when a cell of the row is ``op`` or begins with it (the row may be a launch of it)."""
+        return any(cell.strip().startswith(op) for cell in self.cells)
 
 
 class Table:

@@ -53,10 +53,9 @@ def _some_launch_whole(names: list[str], op: str | None, damaged: list[Damaged],
     that might be its launches are damaged (their cell count is not the file's), which is not a cut file."""
     if not damaged:
         return
-    wanted = [n for n in names if op is None or n == op or n.startswith(op)]
-    if wanted:
+    if any(op is None or n.startswith(op) for n in names):
         return
-    hits = [d for d in damaged if op is None or d.names(op) or any(c.strip().startswith(op) for c in d.cells)]
+    hits = [d for d in damaged if op is None or d.names(op)]
     if hits:
         which = f"of {plain(op)} " if op is not None else ""
         raise InputError(f"{what} has no whole row {which}left to compare: {hits[0].says()}"
