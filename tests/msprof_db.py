@@ -2,9 +2,10 @@
 tests/data/msprof) written as msprof_*.db / ascend_pytorch_profiler_*.db tables, following msprof's
 docs/en/user_guide/profile_data_file_references_db.md (tests/data/msprof/README.md, "Databases").
 
-No real database is committed (none public and small enough was found that could be shipped), so the tests make
-these: the same launches as the CSV fixture, every time in ns (TASK startNs/endNs, TASK_PMU_INFO's ``*_time``
-metrics), every name an id into STRING_IDS, in the two schemas msprof has written.
+Two real databases are committed (tests/data/msprof/real: an msprof_0.db whole, a torch_npu one trimmed), of other
+kernels; these synthetic ones give the tests the launches of the CSV fixtures, every time in ns (TASK
+startNs/endNs, TASK_PMU_INFO's ``*_time`` metrics), every name an id into STRING_IDS, in the two schemas msprof has
+written, and the damage each test needs.
 """
 from __future__ import annotations
 

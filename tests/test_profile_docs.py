@@ -15,6 +15,9 @@ EXAMPLES = {
         "docs/profiles.md", COMMAND.format(dir="tests/data/msprof/torch_a3_9x/llm_4170_20260307093000123_ascend_pt",
                                            flags="--op runTFA ", s0=1024, s1=4096)),
     "docs/profiles.md, an msprof op profile": ("docs/profiles.md", OP_PROFILE),
+    "docs/profiles.md, a real profile with a damaged row": (
+        "docs/profiles.md", "tfa-sim profile tests/data/msprof/real/msinsight_damaged_row/test_rank_0 --op "
+                            "FlashAttentionScore --set case.s0=3072 --set case.s1=1024"),
 }
 
 
@@ -26,5 +29,5 @@ def test_the_quoted_example_is_todays_output(name, tmp_path, monkeypatch, capsys
     monkeypatch.chdir(tmp_path)
     got, expected = run_quoted(command, capsys, document)
     assert len([line for line in expected if line.strip() != "…"]) > 6
-    assert expected[0].startswith("tfa-sim profile: runTFA, ") and expected[-1].startswith("  wrote runs/profile-")
+    assert expected[0].startswith("tfa-sim profile: ") and expected[-1].startswith("  wrote runs/profile-")
     assert follows(got, expected), "\n".join(got)

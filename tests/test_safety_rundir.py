@@ -231,3 +231,58 @@ def test_a_runs_files_get_the_umask_permissions_not_private_ones(tmp_path):
     assert modes["dumps"] == 0o755 and modes["summary.json"] == 0o644 and modes["o.npy"] == 0o644, modes
     assert all(m == 0o644 for name, m in modes.items() if name != "dumps"), modes
     assert all(p.stat().st_mode & 0o777 == 0o644 for p in (out / "dumps").iterdir())
+
+
+# --- a command that fails after it started writing (issue 49) ------------------------------------------------------
+
+PROFILE = Path(__file__).resolve().parent / "data" / "msprof" / "a2_op_single"
+PROFILE_ARGS = ["--set", "case.s0=512", "--set", "case.s1=2048", "--set", "schedule.cv_fifo_cons_sync_period=1"]
+
+
+def disk_full(*_args, **_kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def interrupted(*_args, **_kwargs):
+    raise KeyboardInterrupt
+
+
+#: command → the function that fails once the command has started writing, and its arguments (a run's trace.json
+#: after its events.npz; its summary.json last, after the dumps/ folder).
+FAILING = {"profile": ("tfa_sim.views.profile.figure", ["profile", str(PROFILE), *PROFILE_ARGS]),
+           "run": ("tfa_sim.api.runner.write_trace", ["run", *SMALL]),
+           "run with dumps": ("tfa_sim.api.runner.write_json", ["run", *SMALL, "--intermediate-check"])}
+
+
+@pytest.mark.parametrize("failure", [disk_full, interrupted], ids=["disk full", "interrupted"])
+@pytest.mark.parametrize("command", sorted(FAILING))
+@pytest.mark.parametrize("where", ["a new --out", "a new runs/ directory", "an --out of the user's"])
+def test_a_command_failing_after_it_started_writing_leaves_no_file(tmp_path, monkeypatch, command, failure, where):
+    """Before issue 49 a failed ``profile`` left .tfa-sim-files.json (and ``run`` its first files) behind."""
+    target, argv = FAILING[command]
+    out = tmp_path / "out"
+    if where == "an --out of the user's":
+        out.mkdir()
+        (out / "mine.txt").write_text("keep")
+    before = tree(tmp_path)
+    monkeypatch.setattr(target, failure)
+    r = tfa(*argv, *(["--out", str(out)] if where != "a new runs/ directory" else []), cwd=tmp_path)
+    if failure is disk_full:
+        assert_refused(r, "No space left on device")
+    else:
+        assert (r.code, r.err) == (130, "tfa-sim: interrupted\n")
+    assert tree(tmp_path) == before
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
+
+
+def test_a_failing_command_takes_back_only_what_it_wrote(tmp_path, monkeypatch):
+    """Into a run directory of its own: the run's files the failed command did not touch stay, listed."""
+    out = tmp_path / "out"
+    assert tfa("run", *SMALL, "--no-numerics", "--out", str(out)).code == 0
+    before = tree(out)
+    monkeypatch.setattr("tfa_sim.views.timeline.write_svg", disk_full)
+    assert_refused(tfa("timeline", str(out)), "No space left on device")  # timeline.svg, replaced in place
+    assert tree(out) == before
+    monkeypatch.setattr("tfa_sim.views.profile.figure", disk_full)
+    assert_refused(tfa("profile", str(PROFILE), *PROFILE_ARGS, "--out", str(out)), "No space left on device")
+    assert tree(out) == before  # profile.json, profile.png, profile.svg were never there: none is left

@@ -9,6 +9,11 @@ The rules (docs/guide/safety.md):
   A command deletes or replaces only listed files; if a name it would write exists and is not listed
   (the user's ``summary.json``, a ``dumps/`` folder of their own) it refuses with exit 2 naming it.
   A name is listed *before* its file appears, so a crash never leaves an unlisted file of tfa-sim's.
+* **Nothing left by a failure.** A command that fails after it started writing (an error, an interrupt) takes
+  back what it wrote: every listed file it created or replaced is deleted, and the file list with it when the
+  command made it, so the directory holds what it held before, less the earlier files the command had already
+  replaced; a directory it made is removed.  Only files a command can resume from (``resumable``: the tuner's
+  results) stay.
 * **One command at a time.** ``.tfa-sim.lock`` is created with ``O_EXCL`` and holds the PID, host and
   command; a second command fails with exit 2 naming the holder.  A lock whose process is gone (same
   host) is taken over with a one-line notice.
@@ -111,11 +116,14 @@ class RunDir:
     """A directory claimed for writing (a context manager): locked, with the list of tfa-sim's own files."""
 
     def __init__(self, path: str | Path, what: str = "--out", command: str = "run", create: bool = True,
-                 fresh: bool = False) -> None:
+                 fresh: bool = False, resumable: Iterable[str] = ()) -> None:
         self.path, self.what, self.command, self.create = check_path(path, what), what, command, create
         self.created = fresh  # made by the caller for this command (new_run_dir)
         self.files: set[str] = set()
+        self.resumable = frozenset(resumable)  # kept when the command fails: a later one resumes from them
         self._lock = Lock(self.path, what, command)
+        self._found: dict[str, tuple[int, int, int]] = {}  # each listed file as it was on entry
+        self._had_list = False
 
     def __enter__(self) -> RunDir:
         if self.create:
@@ -125,16 +133,43 @@ class RunDir:
         self._lock.acquire()
         try:
             self.files = self._read_list()
+            self._had_list = os.path.lexists(self.path / FILE_LIST)
+            self._found = {rel: found for rel in self.files if (found := self._identity(rel)) is not None}
         except BaseException:
             self._lock.release()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        try:
+            if exc[0] is not None:
+                self._take_back()
+        finally:
+            self._lock.release()
         if self.created and exc[0] is not None:
             with contextlib.suppress(OSError):
                 self.path.rmdir()  # only if still empty: a failed command leaves no empty directory behind
+
+    def _identity(self, rel: str) -> tuple[int, int, int] | None:
+        """The listed file ``rel`` as it is now (inode, modification time, size), None when it does not exist."""
+        try:
+            st = os.lstat(self.path / rel.rstrip("/"))
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _take_back(self) -> None:
+        """After a failure: delete the listed files this command created or replaced (all but the resumable ones),
+        and the file list if this command made it and nothing is left to list.  Best effort: the failure itself
+        is what the user is told about."""
+        written = {rel for rel in self.files
+                   if rel not in self.resumable and self._identity(rel) not in (None, self._found.get(rel))}
+        with contextlib.suppress(OSError, InputError):
+            self.remove(lambda rel: rel in written and not rel.endswith("/"))
+            self.remove(lambda rel: rel in written and rel.endswith("/") and os.path.isdir(self.path / rel)
+                        and not os.listdir(self.path / rel))
+            if not self._had_list and not any(self._identity(rel) for rel in self.files):
+                os.unlink(self.path / FILE_LIST)
 
     def _read_list(self) -> set[str]:
         path = self.path / FILE_LIST

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tfa_sim.views.figures import finite, label, limits, span
+
 STAGES = {"compute_qk": ("QK", "#4C72B0"), "compute_p": ("P", "#DD8452"), "compute_pv": ("PV", "#55A868"),
           "compute_gu": ("GU", "#C44E52"), "epilogue": ("end", "#8C8C8C"),
           "dispatch": ("dispatch", "#BBBBBB"), "combine": ("combine", "#8172B3")}
@@ -43,6 +45,12 @@ class RunView:
     arrows: list[tuple[str, float, str, float]]  # (lane from, time, lane to, time)
     whole: bool = True  # every tile shown (no --tiles window): the run's end belongs on the axis
 
+    def __post_init__(self) -> None:
+        """Only what can be drawn (:mod:`tfa_sim.views.figures`): bars with finite ends and a length, arrows
+        between finite times; every renderer draws these."""
+        self.bars = [b for b in self.bars if span(b.start, b.end) is not None]
+        self.arrows = [a for a in self.arrows if finite(a[1]) is not None and finite(a[3]) is not None]
+
     @property
     def clock_mhz(self) -> float:
         return self.summary["clock_mhz"]
@@ -57,14 +65,15 @@ class RunView:
 
     @property
     def makespan(self) -> str:
-        return (f"makespan {self.summary['total_cycles']:.0f} cycles = {self.summary['time_us']:.2f} µs")
+        return (f"makespan {label(self.summary['total_cycles'], '.0f')} cycles = "
+                f"{label(self.summary['time_us'])} µs")
 
     @property
     def panel_title(self) -> str:
         """The two lines above the view's panel: the configuration, then the makespan and the first bar."""
-        first = min(b.start for b in self.bars)
-        return (f"{self.title}\n{self.makespan}; first bar at cycle {first:.0f} (core starts and block dispatch "
-                f"drawn; the stream's launch gap before cycle 0 is not)")
+        first = min((b.start for b in self.bars), default=None)
+        return (f"{self.title}\n{self.makespan}; first bar at cycle {label(first, '.0f')} (core starts and block "
+                f"dispatch drawn; the stream's launch gap before cycle 0 is not)")
 
     @property
     def per_unit(self) -> bool:
@@ -76,15 +85,17 @@ def bar_span(views: list[RunView]) -> tuple[float, float]:
     """The first bar's start and the last bar's end over stacked views, or a view's makespan when it shows every
     tile — the kernel ends when the AIC sees the block-end flag, ``sync.flag_latency`` after the last bar (one
     shared time axis; the stream's launch gap before the first bar is not drawn)."""
-    begin = min(min(b.start for b in v.bars) for v in views)
-    end = max(max(max(b.end for b in v.bars), v.summary["total_cycles"] if v.whole else 0.0) for v in views)
-    return begin, end
+    starts = [b.start for v in views for b in v.bars]
+    ends = [b.end for v in views for b in v.bars]
+    ends += [end for v in views if v.whole and (end := finite(v.summary.get("total_cycles"))) is not None]
+    return limits(min(starts, default=None), max(ends, default=None))
 
 
 def axis_limits(begin: float, end: float) -> tuple[float, float]:
-    """The drawn cycles: the bars' span with a margin either side."""
+    """The drawn cycles: the bars' span with a margin either side (finite and increasing, whatever the span)."""
+    begin, end = limits(begin, end)
     margin = (end - begin) * MARGIN
-    return begin - margin, end + margin
+    return limits(begin - margin, end + margin)
 
 
 def band(stage: str, per_unit: bool) -> tuple[float, float]:
@@ -111,4 +122,5 @@ def shown_arrows(view: RunView, arrows: bool) -> list[tuple[str, float, str, flo
 
 def makespan_drawn(view: RunView, hi: float) -> bool:
     """True when the view's makespan lies within the drawn cycles (up to ``hi``), where it gets its dashed line."""
-    return view.summary["total_cycles"] <= hi
+    end = finite(view.summary.get("total_cycles"))
+    return end is not None and end <= hi

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfa_sim.rundir.msprof import CORE_TIME, PIPE_COLUMNS, SIMULATED, BoardProfile
+from tfa_sim.rundir.profiles.table import Damaged
 from tfa_sim.spec.config import HardwareConfig
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
 from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.hardware import Hardware, load_hardware, preset_names
 from tfa_sim.spec.units import LANES, parse_unit
+from tfa_sim.views.figures import bars, finite, label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,6 +38,8 @@ CLOCK_TOLERANCE = 0.01
 #: Disagreements put in words.
 FINDINGS = 3
 CORE_WORD = {"cube": "cube core", "vec": "vector core"}
+#: Damaged rows named in the notes (profile.json lists them all).
+DAMAGED_SHOWN = 5
 
 
 def _near(a: float, b: float) -> bool:
@@ -179,10 +183,16 @@ def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str
         "pipes": pipes,
         "largest": sorted(compared, key=lambda n: -abs(math.log(pipes[n]["ratio"]))),
         "missing_columns": board.missing, "collect": board.collect or None, "also_found": board.others,
-        "skipped_tasks": board.skipped, "config": summary.get("config")}
+        "skipped_tasks": board.skipped, "skipped_lines": [damaged_entry(d) for d in board.damaged],
+        "config": summary.get("config")}
     report["findings"] = [finding(name, report) for name in report["largest"][:FINDINGS]]
     report["notes"] = notes(report)
     return report
+
+
+def damaged_entry(row: Damaged) -> dict[str, Any]:
+    """profile.json's record of a row left out: its file, line, cell count and its header's."""
+    return {"file": str(row.path), "line": row.line, "cells": len(row.cells), "header_cells": row.width}
 
 
 def launch_spread(task_us: list[float]) -> dict[str, Any]:
@@ -193,7 +203,8 @@ def launch_spread(task_us: list[float]) -> dict[str, Any]:
 
 def notes(report: dict[str, Any]) -> list[str]:
     """What the reading leaves to say: the launches read and their spread, what could not be checked or
-    compared and why, which layout was read where a directory held several, the rows skipped."""
+    compared and why, which layout was read where a directory held several, the rows skipped (of other task types,
+    and damaged ones)."""
     out = [launches_note(report)] if report["launches"] > 1 else []
     if report["block_dim"] is None:
         out.append("Block Dim: not in the profile (torch_npu's Level0 writes none), so the launch's blocks were not "
@@ -208,7 +219,18 @@ def notes(report: dict[str, Any]) -> list[str]:
     if report["skipped_tasks"]:
         out.append(f"skipped {sum(report['skipped_tasks'].values())} rows of other task types ("
                    + ", ".join(f"{kind} {n}" for kind, n in report["skipped_tasks"].items()) + ")")
+    if report["skipped_lines"]:
+        out.append(damaged_note(report["skipped_lines"]))
     return out
+
+
+def damaged_note(rows: list[dict[str, Any]]) -> str:
+    """The damaged rows left out, in words: which lines of which file, and why."""
+    shown = "; ".join(f"line {r['line']} of {r['file']} ({r['cells']} cells, its header {r['header_cells']})"
+                      for r in rows[:DAMAGED_SHOWN])
+    more = f" and {len(rows) - DAMAGED_SHOWN} more" if len(rows) > DAMAGED_SHOWN else ""
+    return (f"skipped {len(rows)} damaged row{'s' if len(rows) > 1 else ''}: {shown}{more} — a cell missing or one "
+            f"too many, so the row is left out, not realigned; the whole rows are compared")
 
 
 def launches_note(report: dict[str, Any]) -> str:
@@ -304,34 +326,24 @@ def html(report: dict[str, Any]) -> str:
 
 def figure(report: dict[str, Any]) -> Figure:
     """Per pipe, the board's and the model's busy µs per core side by side, the spread across cores as whiskers;
-    the pipes the model does not simulate with the board's bar alone."""
+    the pipes the model does not simulate with the board's bar alone.  Every number goes through
+    :mod:`tfa_sim.views.figures`: an absent one draws no bar, a whisker is never negative."""
     from matplotlib.figure import Figure
 
     names = list(report["pipes"])
     fig = Figure(figsize=(8, 0.5 * len(names) + 1.4))
     ax = fig.add_subplot()
     for offset, side, color in ((-0.2, "board", "tab:orange"), (0.2, "model", "tab:blue")):
-        ys: list[float] = []
-        widths: list[float] = []
-        errs: list[list[float]] = [[], []]
-        for i, name in enumerate(names):
-            p = report["pipes"][name]
-            if p[f"{side}_us"] is None:
-                continue
-            ys.append(i + offset)
-            widths.append(p[f"{side}_us"])
-            low, high = p[f"{side}_min_us"], p[f"{side}_max_us"]
-            errs[0].append(p[f"{side}_us"] - low if low is not None else 0.0)
-            errs[1].append(high - p[f"{side}_us"] if high is not None else 0.0)
+        ys, widths, errs = bars((i + offset, p[f"{side}_us"], p[f"{side}_min_us"], p[f"{side}_max_us"])
+                                for i, p in enumerate(report["pipes"][n] for n in names))
         ax.barh(ys, widths, height=0.38, color=color, xerr=errs, capsize=2, label=side)
-    ax.set_yticks(range(len(names)),
-                  [f"{n} ({report['pipes'][n]['ratio']:.2f}×)" if report["pipes"][n]["ratio"]
-                   else f"{n} ({report['pipes'][n]['note']})" for n in names])
+    ax.set_yticks(range(len(names)), [f"{n} ({label(p['ratio'])}×)" if finite(p["ratio"]) else f"{n} ({p['note']})"
+                                      for n, p in ((n, report["pipes"][n]) for n in names)])
     ax.invert_yaxis()
     ax.set_xlabel("busy µs per core (mean; whiskers: min–max over cores)")
     ax.set_title(f"{report['op_name']} on the board against the model of {report['case']} on {report['hardware']}\n"
-                 f"task duration {report['task_duration_us']:.2f} µs, model kernel time {report['model_us']:.2f} µs",
-                 fontsize=9)
+                 f"task duration {label(report['task_duration_us'])} µs, model kernel time "
+                 f"{label(report['model_us'])} µs", fontsize=9)
     ax.legend(loc="lower right")
     fig.tight_layout()
     return fig

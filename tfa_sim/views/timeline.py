@@ -11,6 +11,7 @@ lane per cube or vector core, QK/P in its upper and PV/GU in its lower half
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import defaultdict
@@ -23,6 +24,7 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
 from tfa_sim.spec.safety import show
 from tfa_sim.spec.units import TRACKS, parse_unit
+from tfa_sim.views.figures import span
 from tfa_sim.views.gantt import (
     MAX_OUTLINED,
     STAGES,
@@ -77,7 +79,7 @@ def make_view(name: str, summary: dict[str, Any], events: Iterable[Any], by: str
     """Select, lay out and label one run's events."""
     events = [e for e in events if (cores is None or parse_unit(e.unit).core in cores)
               and (tiles is None or tiles[0] <= e.tile < tiles[1])]
-    if not any(e.end > e.start for e in events):
+    if not any(span(e.start, e.end) for e in events):
         raise InputError(f"{name}: no instructions left after --cores/--tiles; widen the selection")
     shown = {parse_unit(e.unit).core for e in events}
     by = by or ("pipe" if len(shown) <= 4 else "unit")
@@ -251,7 +253,8 @@ def _render_html(views: list[RunView], out: Path) -> None:
                                  legendgroup=short, showlegend=r == 1, text=[str(b.tile) for b in bars],
                                  textposition="inside", insidetextanchor="middle",
                                  hovertext=[b.text for b in bars], hoverinfo="text"), row=r, col=1)
-        fig.add_vline(x=view.summary["total_cycles"], line_dash="dash", row=r, col=1)
+        if makespan_drawn(view, math.inf):
+            fig.add_vline(x=view.summary["total_cycles"], line_dash="dash", row=r, col=1)
         fig.update_yaxes(categoryorder="array", categoryarray=view.lanes[::-1], row=r, col=1)
     fig.update_xaxes(title_text="cycles", row=len(views), col=1)
     fig.update_layout(barmode="overlay", height=180 + 22 * sum(len(v.lanes) for v in views),

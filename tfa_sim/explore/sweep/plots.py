@@ -22,6 +22,7 @@ from tfa_sim.explore.sweep.points import is_shape
 from tfa_sim.explore.sweep.results import write_atomic
 from tfa_sim.explore.sweep.spec import METRICS
 from tfa_sim.spec.extras import missing
+from tfa_sim.views.figures import finite, grid, label, limits, points
 
 MAX_PANELS = 48
 PRELOAD, SERIES = "schedule.qk_preload", "tiling.tile_s1"
@@ -113,11 +114,15 @@ def label_color(rgba: tuple[float, ...]) -> str:
 
 def _best_title(panel: dict[str, Any]) -> str:
     """The panel title: its shape, the best point, and how far the worst cell is from it."""
-    best, values = panel["best"], list(panel["cells"].values())
-    worst = max(values) if best["value"] == min(values) else min(values)
-    spread = abs(worst - best["value"]) / abs(best["value"]) if best["value"] else 0.0
+    best = panel["best"]
+    values = [v for v in map(finite, panel["cells"].values()) if v is not None]
+    value = finite(best["value"])
     named = ", ".join(f"{_short(a)} {v}" for a, v in best["overrides"].items())
-    return f"{panel['title']}\nbest {named}: {best['value']:.4g} (worst {spread:.1%} off)"
+    if value is None or not values:
+        return f"{panel['title']}\nbest {named}: {label(best['value'], '.4g')}"
+    worst = max(values) if value == min(values) else min(values)
+    spread = abs(worst - value) / abs(value) if value else 0.0
+    return f"{panel['title']}\nbest {named}: {value:.4g} (worst {label(spread, '.1%')} off)"
 
 
 def _draw_heatmap(ax: Any, panel: dict[str, Any], metric: str) -> None:
@@ -126,18 +131,19 @@ def _draw_heatmap(ax: Any, panel: dict[str, Any], metric: str) -> None:
 
     (ky, kx), values = panel["keys"], panel["values"]
     ys, xs = values[ky], values[kx]
-    grid = np.full((len(ys), len(xs)), np.nan)
-    for (y, x), v in panel["cells"].items():
-        grid[ys.index(y), xs.index(x)] = v
+    cells = grid([[panel["cells"].get((y, x)) for x in xs] for y in ys])  # absent and non-finite: NaN, grey
+    shown = cells[~np.isnan(cells)]
+    low, high = limits(shown.min() if shown.size else None, shown.max() if shown.size else None)
     cmap = matplotlib.colormaps["viridis_r" if METRICS[metric] is min else "viridis"].with_extremes(bad="lightgray")
-    im = ax.imshow(grid, cmap=cmap, aspect="auto")
-    for i, j in np.ndindex(grid.shape):
-        if not np.isnan(grid[i, j]):
-            ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7,
-                    color=label_color(cmap(im.norm(grid[i, j]))))
+    im = ax.imshow(cells, cmap=cmap, aspect="auto", vmin=low, vmax=high)
+    for i, j in np.ndindex(cells.shape):
+        if not np.isnan(cells[i, j]):
+            ax.text(j, i, f"{cells[i, j]:.3g}", ha="center", va="center", fontsize=7,
+                    color=label_color(cmap(im.norm(cells[i, j]))))
     best = panel["best"]["overrides"]
-    ax.add_patch(matplotlib.patches.Rectangle((xs.index(best[kx]) - 0.5, ys.index(best[ky]) - 0.5), 1, 1,
-                                              fill=False, edgecolor="red", linewidth=2))
+    if finite(panel["best"]["value"]) is not None:
+        ax.add_patch(matplotlib.patches.Rectangle((xs.index(best[kx]) - 0.5, ys.index(best[ky]) - 0.5), 1, 1,
+                                                  fill=False, edgecolor="red", linewidth=2))
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
     ax.set_yticks(range(len(ys)), [str(v) for v in ys])
     ax.set_xlabel(_short(kx))
@@ -147,24 +153,24 @@ def _draw_heatmap(ax: Any, panel: dict[str, Any], metric: str) -> None:
 
 
 def _draw_lines(ax: Any, panel: dict[str, Any], metric: str) -> None:
-    """Metric against qk_preload; each tile_s1 keeps its colour in every panel."""
+    """Metric against qk_preload; each tile_s1 keeps its colour in every panel (absent values leave gaps)."""
     keys, values = panel["keys"], panel["values"]
     series: dict[Any, dict[Any, float]] = {}
     for k, v in panel["cells"].items():
         series.setdefault(k[0] if len(keys) == 2 else None, {})[k[-1]] = v
     for name, by_preload in sorted(series.items(), key=lambda kv: order(kv[0])):
-        xs = sorted(by_preload, key=order)
+        xs, ys = points((x, by_preload[x]) for x in sorted(by_preload, key=order))
         color = f"C{values[SERIES].index(name) % 10}" if name is not None else "C0"
-        ax.plot(xs, [by_preload[x] for x in xs], marker="o", color=color,
-                label=f"{_short(SERIES)} = {name}" if name is not None else None)
+        ax.plot(xs, ys, marker="o", color=color, label=f"{_short(SERIES)} = {name}" if name is not None else None)
     best = panel["best"]
-    ax.plot([best["overrides"][PRELOAD]], [best["value"]], marker="*", markersize=14, color="red",
-            linestyle="none", label="best")
+    xs, ys = points([(best["overrides"][PRELOAD], best["value"])])
+    ax.plot(xs, ys, marker="*", markersize=14, color="red", linestyle="none", label="best")
     ax.set_xticks(values[PRELOAD], [str(v) for v in values[PRELOAD]])
     ax.set_xlabel(_short(PRELOAD))
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn, nothing to name
+        ax.legend(fontsize=7)
     ax.set_title(_best_title(panel), fontsize=9, y=1.0)  # y given: no search for top tick labels to clear
 
 

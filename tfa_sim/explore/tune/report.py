@@ -19,6 +19,7 @@ from tfa_sim.explore.sweep.plots import figure_png, order
 from tfa_sim.explore.sweep.report import interval
 from tfa_sim.explore.tune.search import Search
 from tfa_sim.explore.tune.space import Candidate, Space
+from tfa_sim.views.figures import points
 
 #: Stall changes the report lists (the largest first).
 STALL_LINES = 6
@@ -246,23 +247,28 @@ def config_toml(config: dict[str, dict[str, Any]], comment: str) -> str:
 
 def _draw_knob(ax: Any, panel: dict[str, Any], metric: str) -> None:
     """One knob: every screened estimate (grey), every simulated value (blue), the kernel's defaults (black
-    cross), the best (red star)."""
+    cross), the best (red star); a value that is not a finite number is left out."""
     xs = panel["values"]
     pos = {repr(v): i for i, v in enumerate(xs)}
-    for points, style in ((panel["estimates"], {"color": "0.6", "s": 8, "label": "screen estimate"}),
-                          (panel["simulated"], {"color": "C0", "s": 22, "label": "simulated"})):
-        if points:
-            ax.scatter([pos[repr(v)] for v, _ in points], [y for _, y in points], **style)
-    if panel["defaults"] is not None and repr(panel["defaults"][0]) in pos:
-        dx, dy = panel["defaults"]
-        ax.scatter([pos[repr(dx)]], [dy], marker="x", s=60, color="black", label="kernel defaults", zorder=3)
+    for pairs, style in ((panel["estimates"], {"color": "0.6", "s": 8, "label": "screen estimate"}),
+                         (panel["simulated"], {"color": "C0", "s": 22, "label": "simulated"})):
+        at, ys = points((pos.get(repr(v)), y) for v, y in pairs)
+        if at:
+            ax.scatter(at, ys, **style)
+    if panel["defaults"] is not None:
+        at, ys = points([(pos.get(repr(panel["defaults"][0])), panel["defaults"][1])])
+        if at:
+            ax.scatter(at, ys, marker="x", s=60, color="black", label="kernel defaults", zorder=3)
     bx, by = panel["best"]
-    ax.scatter([pos[repr(bx)]], [by], marker="*", s=200, color="red", label="best", zorder=3)
+    at, ys = points([(pos.get(repr(bx)), by)])
+    if at:
+        ax.scatter(at, ys, marker="*", s=200, color="red", label="best", zorder=3)
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
     ax.set_xlabel(panel["title"])
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn, nothing to name
+        ax.legend(fontsize=7)
     ax.set_title(f"{panel['title']}: best {bx}", fontsize=9, y=1.0)  # y given: no search for top tick labels
 
 

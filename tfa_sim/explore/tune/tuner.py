@@ -133,7 +133,7 @@ def tune(config: Config, space_source: str | Path | Mapping[str, Any] | None = N
     if echo:
         echo(f"tfa-sim tune: {len(order)} candidates screened; simulating the finalists…")
     directory = Path(out) if out is not None else new_run_dir(f"tune-{shape.name}")
-    with RunDir(directory, "--out", "tune", fresh=out is None) as rd:
+    with RunDir(directory, "--out", "tune", fresh=out is None, resumable=(RESULTS, SPACE_RECORD)) as rd:
         _claim(rd, space)
         results = rd.file(RESULTS)
         deadline = started + budget_s if budget_s is not None else None

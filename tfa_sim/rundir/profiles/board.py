@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 from tfa_sim.rundir.profiles.columns import COLLECT_PIPES, MISSING, SIMULATED
+from tfa_sim.rundir.profiles.table import Damaged
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import plain
 
@@ -30,7 +32,8 @@ class BoardProfile:
     ``task_us`` is the compared figure: the one ``launch`` picked (0-based, in start-time order), else the mean of
     every launch's task µs, which ``launch_task_us`` lists in that order.  ``block_dim`` is None where the profile
     does not give it (torch_npu's Level0 writes 0); ``missing`` names the pipe columns the profile lacks,
-    ``others`` the other layouts found beside the one read, ``skipped`` the rows of other task types by type."""
+    ``others`` the other layouts found beside the one read, ``skipped`` the rows of other task types by type,
+    ``damaged`` the rows left out because their cell count is not their file's."""
 
     source: Path
     layout: str  # "msprof op" | "op summary" | "kernel_details" | "database"
@@ -51,6 +54,7 @@ class BoardProfile:
     missing: list[str] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
+    damaged: list[Damaged] = field(default_factory=list)
 
     @property
     def collect(self) -> str:
@@ -61,12 +65,12 @@ class BoardProfile:
 @dataclass
 class Task:
     """One launch as a per-task table gives it (an op summary's or kernel_details.csv's row, a database's task):
-    where it is (for messages), its start (µs, for the launch order), task µs, Block Dim, Mix Block Dim and the
-    busy µs of each pipe and core (``cube.time``, ``vec.time``) it has a value for, and the AI Core clock it ran at
-    where the table says."""
+    where it is (for messages), its start (µs, for the launch order: exact, as the file writes it, since a float
+    holds an epoch timestamp only to 0.25 µs), task µs, Block Dim, Mix Block Dim and the busy µs of each pipe and
+    core (``cube.time``, ``vec.time``) it has a value for, and the AI Core clock it ran at where the table says."""
 
     where: str
-    start: float | None
+    start: Decimal | None
     task_us: float
     block_dim: int | None
     mix_block_dim: int | None
@@ -111,12 +115,15 @@ def pick(count: int, launch: int | None, name: str, where: str) -> list[int]:
 
 
 def one_shape(shapes: dict[str, tuple[int | None, int | None]], name: str, where: str, count: int) -> None:
-    """Refuse launches of several shapes (``shapes``: where each launch is → its Block Dim and Mix Block Dim)."""
+    """Refuse launches of several shapes (``shapes``: where each launch is → its Block Dim and Mix Block Dim, in
+    start-time order), naming where the first launch of another shape than the first is."""
     if len(set(shapes.values())) > 1:
         seen = sorted({f"{b}/{m}" for b, m in shapes.values()})
+        first = next(iter(shapes.values()))
+        odd, (b, m) = next((at, shape) for at, shape in shapes.items() if shape != first)
         raise InputError(f"{where}: the launches of {name} differ in Block Dim / Mix Block Dim ({', '.join(seen)}); "
                          f"pick one with --launch N (0 … {count - 1}, in start-time order), or give a profile of "
-                         f"launches of one shape")
+                         f"launches of one shape (the first: {first[0]}/{first[1]}; {odd}: {b}/{m})")
 
 
 def given(text: object) -> str | None:
@@ -128,7 +135,7 @@ def in_order(tasks: list[Task]) -> list[Task]:
     """The tasks in start-time order, ties (and tasks without a start) in the file's order."""
     if any(t.start is None for t in tasks):
         return list(tasks)
-    return sorted(tasks, key=lambda t: t.start or 0.0)
+    return sorted(tasks, key=lambda t: t.start if t.start is not None else Decimal(0))
 
 
 def from_tasks(source: Path, layout: str, files: list[str], name: str, tasks: list[Task], columns: dict[str, str],

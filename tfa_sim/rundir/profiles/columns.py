@@ -32,6 +32,9 @@ TASK_COLUMNS: dict[str, tuple[str, ...]] = {
     for figure, names in BASIC.items()}
 #: What a cell holds where msprof has no value.
 MISSING = ("", "na", "n/a")
+#: The largest figure a profile may give (µs, MHz, a count; a database's ns are µs first): no kernel's launch takes
+#: 11 days or runs 10^12 blocks, so a larger one is a damaged file, and every sum and mean of figures stays finite.
+LARGEST = 1e12
 #: Task types no AI Core kernel runs as (msprof's ``Constant.TASK_TYPE_*``): their rows are skipped before an
 #: operator is chosen, whatever their cells hold.
 OTHER_TASKS = ("AI_CPU", "AICPU", "HCCL", "HCCL_AI_CPU", "COMMUNICATION", "DSA_SQE", "DVPP", "WRITE_BACK", "INVALID")

@@ -2,7 +2,8 @@
 ``ascend_pytorch_profiler_{rank}.db`` (``export_type`` db), tables as msprof's profile_data_file_references_db.md
 gives them: a launch's time from TASK (endNs − startNs, ns), its operator and blocks from COMPUTE_TASK_INFO, its
 pipes from TASK_PMU_INFO (metric names without a unit: the ``*_time`` ones are ns, checked against the task), every
-name an id into STRING_IDS.
+name an id into STRING_IDS.  TASK's startNs and endNs are epoch nanoseconds (about 1.7·10^18, beyond the 2^53 a
+float holds to the unit): they stay integers until the duration endNs − startNs is formed, so it is exact.
 
 A database is opened read-only and immutable: SQLite then takes no lock and writes no ``-wal``, ``-shm`` or journal
 file beside it (a read-only connection to a WAL database would), and the file stays byte for byte as it was.
@@ -16,6 +17,7 @@ import stat
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from tfa_sim.rundir.profiles.columns import (
     CORE_SHARE,
     DB_COLUMNS,
     DB_REQUIRED,
+    LARGEST,
     OTHER_TASKS,
     PMU_METRICS,
     PMU_TIME_PER_US,
@@ -49,9 +52,11 @@ def read_database(path: Path, op: str | None, pipes: bool, launch: int | None) -
         name = choose_op([_op_name(r, path) for r in kept], op, f"database {path}")
         chosen = [r for r in kept if r["op"] == name]
         pmu = _pmu(db, cols, path, sorted({r["id"] for r in chosen}))
-        freq = _frequencies(db)
+        freq = _frequencies(db, path)
     columns = {"task": "TASK endNs − startNs"}
-    tasks = [_task(path, r, pmu.get(r["id"], {}), name, pipes, columns) for r in chosen]
+    required = {figure for metrics in pmu.values() for figure, names in PMU_METRICS.items()
+                if pipes and figure in SIMULATED and any(n in metrics for n in names)}
+    tasks = [_task(path, r, pmu.get(r["id"], {}), name, required, columns) for r in chosen]
     for task in tasks:
         task.clock_mhz = _clock_at(freq, task.start)
     board = from_tasks(path, "database", [str(path)], name, tasks, columns, launch, pipes)
@@ -148,30 +153,48 @@ def _pmu(db: sqlite3.Connection, cols: dict[str, dict[str, str] | None], path: P
 
 
 def _number(value: Any, where: str) -> float:
-    """A finite number ≥ 0 from a database cell."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+    """A finite number from 0 to :data:`LARGEST` ns (or units of another metric) from a database cell."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+            0 <= value <= LARGEST * PMU_TIME_PER_US:
         return float(value)
     raise InputError(f"{where} is {show(value)}, not a time or count: the database is damaged; copy it again")
 
 
-def _task(path: Path, row: sqlite3.Row, metrics: dict[str, float], name: str, pipes: bool,
+def _whole(value: Any, where: str) -> int:
+    """A whole number ≥ 0 from a database cell, exactly: a timestamp in ns (an epoch's 1.7·10^18 is beyond the 2^53
+    a float holds to the unit) or a count."""
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise InputError(f"{where} is {show(value)}, not a whole number of ns or a count: the database is damaged; copy "
+                     f"it again")
+
+
+def _task(path: Path, row: sqlite3.Row, metrics: dict[str, float], name: str, required: set[str],
           columns: dict[str, str]) -> Task:
-    """One launch: task µs from TASK, Block Dim and Mix Block Dim from COMPUTE_TASK_INFO, the pipes' and cores'
-    busy µs from TASK_PMU_INFO (the metric each came from noted in ``columns``)."""
+    """One launch: task µs from TASK (endNs − startNs in integers, divided once), Block Dim and Mix Block Dim from
+    COMPUTE_TASK_INFO, the pipes' and cores' busy µs from TASK_PMU_INFO (the metric each came from noted in
+    ``columns``); ``required``: the simulated pipes every launch must have (those any launch compared has)."""
     where = f"database {path}, globalTaskId {row['id']}"
-    start, end = (_number(row[k], f"{where}: TASK {k}") for k in ("start", "end"))
+    start, end = (_whole(row[k], f"{where}: TASK {k}Ns") for k in ("start", "end"))
     if end <= start:
-        raise InputError(f"{where}: TASK's endNs {end:.0f} is not after its startNs {start:.0f}; the database is "
-                         f"damaged: copy it again")
-    blocks, mix = (int(_number(row[k], f"{where}: {k}")) if row[k] is not None else None
+        raise InputError(f"{where}: TASK's endNs {end} is not after its startNs {start}; the database is damaged: "
+                         f"copy it again")
+    task_us = (end - start) / TASK_TIME_PER_US
+    if task_us > LARGEST:
+        raise InputError(f"{where}: TASK's endNs − startNs is {end - start} ns, longer than any launch of a kernel: "
+                         f"the database is damaged; copy it again")
+    blocks, mix = (_whole(row[k], f"{where}: {k}") if row[k] is not None else None
                    for k in ("block_dim", "mix_block_dim"))
-    task = Task(where, start / TASK_TIME_PER_US, (end - start) / TASK_TIME_PER_US, blocks or None, mix)
+    task = Task(where, Decimal(start).scaleb(-3), task_us, blocks or None, mix)
     for figure, spellings in PMU_METRICS.items():
         metric = next((m for m in spellings if m in metrics), None)
         if metric is None:
-            if pipes and figure in SIMULATED and figure in columns:
-                raise InputError(f"{where}: TASK_PMU_INFO has no {columns[figure]} for {name}, which other launches "
-                                 f"have: the database is damaged, or collect again with aic_metrics PipeUtilization")
+            if figure in required:
+                raise InputError(f"{where}: TASK_PMU_INFO has no {'/'.join(spellings)} for {name}, which other "
+                                 f"launches have: the database is damaged, or collect again with aic_metrics "
+                                 f"PipeUtilization")
             continue
         columns[figure] = metric
         task.values[figure] = metrics[metric] / PMU_TIME_PER_US
@@ -192,17 +215,23 @@ def _check_unit(task: Task, columns: dict[str, str]) -> None:
                              f"tfa-sim does not know")
 
 
-def _frequencies(db: sqlite3.Connection) -> list[tuple[float, float]]:
-    """AICORE_FREQ's (timestampNs, MHz) changes in time order; none without the table."""
+def _frequencies(db: sqlite3.Connection, path: Path) -> list[tuple[Decimal, float]]:
+    """AICORE_FREQ's changes in time order: (timestampNs as µs, exactly; MHz); none without the table."""
     present = {row[1] for row in db.execute("PRAGMA table_info(AICORE_FREQ)")}
     if not {"timestampNs", "freq"} <= present:
         return []
-    return sorted((float(t), float(f)) for t, f in db.execute("SELECT timestampNs, freq FROM AICORE_FREQ")
-                  if isinstance(t, (int, float)) and isinstance(f, (int, float)))
+    out = []
+    for stamp, freq in db.execute("SELECT timestampNs, freq FROM AICORE_FREQ"):
+        where = f"database {path}: AICORE_FREQ"
+        mhz = _number(freq, f"{where} freq at timestampNs {show(stamp)}")
+        if not 0 < mhz <= LARGEST:
+            raise InputError(f"{where}: a clock of {mhz:g} MHz; the database is damaged: copy it again")
+        out.append((Decimal(_whole(stamp, f"{where} timestampNs")).scaleb(-3), mhz))
+    return sorted(out)
 
 
-def _clock_at(freq: list[tuple[float, float]], start_us: float | None) -> float | None:
+def _clock_at(freq: list[tuple[Decimal, float]], start_us: Decimal | None) -> float | None:
     """The AI Core clock (MHz) in effect at ``start_us``: AICORE_FREQ's last change before it (else its first)."""
     if not freq or start_us is None:
         return None
-    return next((f for t, f in reversed(freq) if t / TASK_TIME_PER_US <= start_us), freq[0][1])
+    return next((f for t, f in reversed(freq) if t <= start_us), freq[0][1])

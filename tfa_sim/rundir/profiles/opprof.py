@@ -59,6 +59,7 @@ def read_op_launches(root: Path, launches: list[Path], op: str | None, pipes: bo
 
 def _basic(table: Table) -> dict[str, float | str | None]:
     """OpBasicInfo.csv's one row: op name and type, task µs, Block Dim, Mix Block Dim, Current and Rated Freq."""
+    table.require_whole("the launch's figures")
     if len(table.rows) != 1:
         raise InputError(f"profile file {table.path} has {len(table.rows)} operator rows, msprof op writes one; "
                          f"give the files of one launch")
@@ -118,6 +119,7 @@ def _pipe_columns(table: Table, pipes: bool) -> dict[str, int]:
 def _units(table: Table, pipes: bool) -> tuple[list[Unit], dict[str, str]]:
     """PipeUtilization.csv's rows as units: a row with an aic_time(us) is its block's cube core, one with an
     aiv_time(us) one of its vector cores (numbered by the digits ending sub_block_id, else in file order)."""
+    table.require_whole("a core of a block")
     block_col = table.column(("block_id",), "the block of each row") or 0
     sub_col = table.column(("sub_block_id",), "the core of each row") or 0
     times = {kind: table.column(names, f"which rows are {kind} cores") or 0 for kind, names in CORE_TIME.items()}

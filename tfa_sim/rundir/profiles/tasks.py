@@ -3,7 +3,8 @@
 Name, Type, Accelerator Core, Start Time and Duration, a Step Id first).  A row per task; its pipe times are one
 block's (``aicore_time(us)`` is "the time of the task when all blocks are scheduled simultaneously"), so they are
 read as the mean over cores.  Rows of :data:`OTHER_TASKS` are skipped; a Block Dim of 0 (torch_npu's Level0 writes
-no block count) is no Block Dim."""
+no block count) is no Block Dim.  A row whose cell count is not its file's is left out and named, never
+realigned; the launches that are whole are compared."""
 from __future__ import annotations
 
 from collections import Counter
@@ -11,8 +12,9 @@ from pathlib import Path
 
 from tfa_sim.rundir.profiles.board import BoardProfile, Task, choose_op, from_tasks, given, missing_columns
 from tfa_sim.rundir.profiles.columns import CORE_TIME, OTHER_TASKS, PIPE_COLUMNS, SIMULATED, TASK_COLUMNS
-from tfa_sim.rundir.profiles.table import FIX_COLLECT, Table
+from tfa_sim.rundir.profiles.table import FIX_COLLECT, Damaged, Table
 from tfa_sim.spec.errors import InputError
+from tfa_sim.spec.safety import plain
 
 #: The figures of a task row: the pipes and the cores' whole times, with their spellings.
 FIGURES = {**PIPE_COLUMNS, **{f"{kind}.time": names for kind, names in CORE_TIME.items()}}
@@ -20,16 +22,20 @@ FIGURES = {**PIPE_COLUMNS, **{f"{kind}.time": names for kind, names in CORE_TIME
 
 def read_task_tables(root: Path, tables: list[Table], layout: str, op: str | None, pipes: bool,
                      launch: int | None) -> BoardProfile:
-    """The chosen operator's task rows in ``tables`` (one op summary's files, or one kernel_details.csv)."""
+    """The chosen operator's task rows in ``tables`` (one op summary's files, or one kernel_details.csv); rows
+    whose cell count is not their file's are left out and named (``BoardProfile.damaged``)."""
     rows = [(t, r) for t in tables for r in range(len(t.rows))]
+    damaged = [d for t in tables for d in t.damaged]
     what = f"{layout} {root}"
-    if not rows:
+    if not rows and not damaged:
         raise InputError(f"{what} holds no task rows; {FIX_COLLECT}")
     names = {id(t): t.column(TASK_COLUMNS["op"], "the operator of each task") for t in tables}
     types = {id(t): t.column(TASK_COLUMNS["task_type"]) for t in tables}
     skipped = Counter(t.text(r, types[id(t)]) for t, r in rows if t.text(r, types[id(t)]).upper() in OTHER_TASKS)
     kept = [(t, r) for t, r in rows if t.text(r, types[id(t)]).upper() not in OTHER_TASKS]
-    name = choose_op([t.text(r, names[id(t)]) for t, r in kept], op, what)
+    whole = [t.text(r, names[id(t)]) for t, r in kept]
+    _some_launch_whole(whole, op, damaged, what)
+    name = choose_op(whole, op, what)
     chosen = [(t, r) for t, r in kept if t.text(r, names[id(t)]) == name]
     columns: dict[str, str] = {}
     tasks = [_task_row(t, r, name, pipes, columns) for t, r in chosen]
@@ -38,7 +44,23 @@ def read_task_tables(root: Path, tables: list[Table], layout: str, op: str | Non
     board.op_type = given(t.text(r, t.column(TASK_COLUMNS["op_type"])))
     board.missing = missing_columns(columns, PIPE_COLUMNS)
     board.skipped = dict(sorted(skipped.items()))
+    board.damaged = damaged
     return board
+
+
+def _some_launch_whole(names: list[str], op: str | None, damaged: list[Damaged], what: str) -> None:
+    """Refuse, naming the damaged rows, a profile whose operator (``op``, or any) has no whole row left: the rows
+    that might be its launches are damaged (their cell count is not the file's), which is not a cut file."""
+    if not damaged:
+        return
+    if any(op is None or n.startswith(op) for n in names):
+        return
+    hits = [d for d in damaged if op is None or d.names(op)]
+    if hits:
+        which = f"of {plain(op)} " if op is not None else ""
+        raise InputError(f"{what} has no whole row {which}left to compare: {hits[0].says()}"
+                         + (f" (and {len(hits) - 1} more such rows)" if len(hits) > 1 else "")
+                         + ": damaged rows, not a cut file (its last row is whole); collect the profile again")
 
 
 def _task_row(t: Table, r: int, name: str, pipes: bool, columns: dict[str, str]) -> Task:
@@ -53,7 +75,7 @@ def _task_row(t: Table, r: int, name: str, pipes: bool, columns: dict[str, str])
                          f"--task-time=l1")
     start = t.column(TASK_COLUMNS["start"])
     blocks = _whole(t, r, t.column(TASK_COLUMNS["block_dim"], "the launch's blocks"), "Block Dim")
-    row = Task(where, t.number(r, start) if start is not None else None, task, blocks or None,
+    row = Task(where, t.exact(r, start) if start is not None else None, task, blocks or None,
                _whole(t, r, t.column(TASK_COLUMNS["mix_block_dim"]), "Mix Block Dim"))
     for figure, spellings in FIGURES.items():
         col = t.column(spellings)
