@@ -3,6 +3,7 @@ as a points row; a fit from profiles is the fit from those rows, and its presets
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,25 @@ def test_a_bad_launch_or_a_profile_without_blocks_is_one_line_exit_2(tmp_path, c
               cwd=tmp_path)
     assert_refused(out, *says)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["list.toml"]
+
+
+def test_a_profile_with_a_damaged_row_calibrates_from_its_whole_rows_and_the_report_names_the_line(tmp_path):
+    """The op summary's first Cast row (line 2) loses a cell: it is left out, the runTFA launch is the same point,
+    and the fit's report names the line (issue 49)."""
+    listing, _ = two_profiles(tmp_path)
+    source = CALIBRATION / "b1_s2048" / "PROF_000001_20260305101010101_CALIBRATIONSAMPLE"
+    damaged = tmp_path / "damaged" / source.name
+    shutil.copytree(source, damaged)
+    summary = next((damaged / "mindstudio_profiler_output").glob("op_summary_*.csv"))
+    lines = summary.read_text().splitlines(True)
+    lines[1] = lines[1].replace(",dynamic,", ",", 1)  # one cell fewer than the header
+    summary.write_text("".join(lines))
+    listing.write_text(listing.read_text().replace(str(source), str(damaged)))
+    (tmp_path / "w").mkdir()
+    whole = tfa("calibrate", "--profiles", str(two_profiles(tmp_path / "w")[0]), "--out", str(tmp_path / "a"),
+                cwd=tmp_path)
+    cut = tfa("calibrate", "--profiles", str(listing), "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert whole.code == cut.code == 0, cut.err
+    a, b = (json.loads((tmp_path / d / "calibration.json").read_text()) for d in "ab")
+    assert [p["time_us"] for p in a["points"]] == [p["time_us"] for p in b["points"]]
+    assert f"skipped 1 damaged row: line 2 of {summary}" in cut.out and "damaged row" not in whole.out

@@ -31,7 +31,7 @@ from tfa_sim.spec.config import CHOICE_KEYS, Config, parse_override
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.safety import check_path, decode_text, read_bytes, show
 from tfa_sim.stages.plan import kernel_plan
-from tfa_sim.views.profile import check_clock, check_launch, side_by_side
+from tfa_sim.views.profile import check_clock, check_launch, damaged_entry, damaged_note, side_by_side
 
 #: A LIST entry's keys: True for the required ones.
 KEYS = {"dir": True, "kernel": True, "config": False, "case": False, "set": False, "hw": False, "op": False,
@@ -204,4 +204,6 @@ def pipes_beside(fit: Fit, profiles: list[Profiled]) -> str:
         lines.append(f"  {p.where} ({p.point.label}, task {p.point.time_us:.3f} µs, {read}, model "
                      f"{sim.time_us:.3f} µs): "
                      + (ratios or "no pipe columns in the profile"))
+        if p.board.damaged:
+            lines.append(f"    {damaged_note([damaged_entry(d) for d in p.board.damaged])}")
     return "\n" + "\n".join(lines)
