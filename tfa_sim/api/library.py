@@ -229,6 +229,27 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
                       format_report(summary), Path(directory))
 
 
+def roofline(run_dirs: str | Path | Iterable[str | Path], *, out: str | Path | None = None) -> dict[str, Any]:
+    """``tfa-sim roofline``: each run's ``roofline`` table (summary.json, docs/guide/roofline.md) by run name, and
+    with ``out`` (.svg, .png with the ``plots`` extra, .html with ``html``) the chart of the runs and their stages
+    under the chip's limits.  A directory that is not a run, or a run whose summary has no roofline table, raises
+    :class:`InputError` before anything is written."""
+    from tfa_sim.rundir.directory import atomic_write_via
+    from tfa_sim.views.roofline_chart import chart, load_run, render
+    from tfa_sim.views.timeline import check_output
+
+    dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    if not dirs:
+        raise InputError("roofline needs a run directory (tfa-sim run --out DIR)")
+    target = check_path(out, "-o") if out is not None else None
+    if target is not None:
+        check_output(target)
+    runs = [load_run(d) for d in dirs]
+    if target is not None:
+        atomic_write_via(target, lambda tmp: render(chart(runs), tmp))
+    return dict(runs)
+
+
 def profile(path: str | Path, config: Config | str | Path | None = None, *, case: str | None = None,
             overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, op: str | None = None,
             launch: int | None = None, out: str | Path | bool | None = None) -> ProfileResult:

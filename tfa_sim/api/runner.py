@@ -36,6 +36,7 @@ from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import Hardware, load_hardware
 from tfa_sim.spec.units import buffer_owner, parse_unit
 from tfa_sim.stages.block_kernel import Numerics
+from tfa_sim.views.roofline import format_nearest, roofline
 from tfa_sim.views.trace import collect_counters, write_trace
 
 
@@ -141,6 +142,7 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         summary.update(prediction(config, hw, sim.total_cycles, sim.blocks, sim.waves))
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)
+        summary["roofline"] = roofline(summary, hw, sim.stats.events)
         summary.update(config=config.to_dict(), versions=versions())
         yield Computed(config, hw, sim, numerics, summary,
                        partial(_compare, numerics, config, shared) if numerics and shared else None)
@@ -322,6 +324,7 @@ def format_summary(s: dict[str, Any], out_dir: Path) -> str:
     elif "skipped" in cp:
         lines.append(f"  critical path: skipped, {cp['skipped']}")
     lines += [f"  {b['text']}" for b in s["bottleneck"]["bubbles"][:4]]
+    lines += format_nearest(s)
     if "golden" in s:
         g = s["golden"]["vs_reference_fp64"]
         verdict = "PASS" if passed(s) else "FAIL"
