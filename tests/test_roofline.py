@@ -213,3 +213,21 @@ def docs_figure() -> str:
 if __name__ == "__main__":
     DOCS_FIGURE.write_text(docs_figure(), encoding="utf-8")
     print(f"wrote {DOCS_FIGURE}")
+
+
+def test_profile_sets_the_board_beside_the_model(tmp_path: Path) -> None:
+    """tfa-sim profile: the board's fractions are the model's work over the board's task and pipe times, and
+    roofline.svg holds the model's run, its stages and the board's point."""
+    result = tfa_sim.profile(ROOT / "tests/data/msprof/a2_op_single", overrides={
+        "case.s0": 512, "case.s1": 2048, "schedule.cv_fifo_cons_sync_period": 1, "kernel.build": "jit"},
+        out=tmp_path / "p")
+    report = result.report
+    board, task_us, model_us = report["roofline"], report["task_duration_us"], report["model_us"]
+    for name in ("vec.V", "cube.MTE2", "cube.M"):
+        row = board["resources"][name]
+        assert row["board_fraction"] == pytest.approx(row["model_fraction"] * model_us / task_us, rel=1e-4)
+        assert row["board_while_busy"] == pytest.approx(
+            row["model_fraction"] * model_us / report["pipes"][name]["board_us"], rel=1e-4)
+        assert row["model_while_busy"] <= 1 + TOLERANCE and row["board_while_busy"] <= 1 + TOLERANCE
+    text = (tmp_path / "p" / "roofline.svg").read_text()
+    assert "board: run (cube)" in text and "model: compute_qk" in text

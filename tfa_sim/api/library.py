@@ -266,8 +266,10 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     from tfa_sim.rundir.msprof import read_profile
     from tfa_sim.spec.geometry import launch_geometry
     from tfa_sim.spec.hardware import load_hardware
+    from tfa_sim.spec.workload import instruction_groups
     from tfa_sim.views.analysis import bubbles
     from tfa_sim.views.profile import check_charts, check_clock, check_launch, compare
+    from tfa_sim.views.roofline_board import LOGGED_UP_TO
 
     if out is not None and out is not False:
         check_charts()
@@ -279,7 +281,8 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     check_clock(board, hardware)
     geometry = launch_geometry(run_config, hardware.cube_cores)
     check_launch(board, run_config.name, geometry.main.grid, 1 if geometry.combine is None else 2)
-    done = runner.compute(run_config, None, event_log=False)  # only once the profile is the config's launch
+    logged = instruction_groups(run_config) <= LOGGED_UP_TO  # the roofline's work per pipe needs the event log
+    done = runner.compute(run_config, None, event_log=logged)  # only once the profile is the config's launch
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
     result = ProfileResult(compare(board, done.summary, stalls))
     if out is not None and out is not False:
