@@ -106,7 +106,7 @@ def test_the_command_writes_its_directory_and_replaces_only_its_own_files(tmp_pa
     assert {p.name for p in written.iterdir()} >= {"profile.json", "profile.png", "profile.svg"}
     report = json.loads((written / "profile.json").read_text())
     assert {"task_duration_us", "model_us", "model_interval_us", "pipes", "largest"} <= report.keys()
-    wrote = f"  wrote {written.relative_to(tmp_path)}/ (profile.json, profile.png, profile.svg)"
+    wrote = f"  wrote {written.relative_to(tmp_path)}/ (profile.json, profile.png, profile.svg, roofline.svg)"
     assert out.out.splitlines()[-1] == wrote
     assert f"furthest from 1 (|log board/model|): {report['largest'][0]} " in out.out
     again = tfa("profile", str(DATA / "a3_op_multi"), "--op", op, *sets, "--out", str(written), cwd=tmp_path)

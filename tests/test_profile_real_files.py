@@ -238,7 +238,7 @@ def test_a_profile_of_equal_cores_draws_its_figure_and_exits_0(tmp_path, s1):
               str(tmp_path / "out"), cwd=tmp_path)
     assert out.code == 0, out.err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".tfa-sim-files.json", "profile.json",
-                                                                    "profile.png", "profile.svg"]
+                                                                    "profile.png", "profile.svg", "roofline.svg"]
     report = json.loads((tmp_path / "out" / "profile.json").read_text())
     assert report["block_dim"] == 20 and all(report["pipes"][p]["model_us"] for p in SIMULATED)
     assert (tmp_path / "out" / "profile.png").read_bytes().startswith(b"\x89PNG")

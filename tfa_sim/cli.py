@@ -293,6 +293,25 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from tfa_sim.api.library import roofline
+    from tfa_sim.rundir.directory import RunDir
+    from tfa_sim.views.roofline_chart import format_table
+
+    if args.output:
+        runs = roofline(args.run_dirs, out=args.output)
+        out = Path(args.output)
+    else:  # into the first run directory, by its rules
+        runs = roofline(args.run_dirs)
+        with RunDir(args.run_dirs[0], "RUN_DIR", "roofline", create=False) as rd:
+            rd.refuse_foreign(["roofline.svg"], "write the figure elsewhere with -o FILE")
+            out = rd.file("roofline.svg")
+            roofline(args.run_dirs, out=out)
+    print("\n".join(format_table(list(runs.items()))))
+    print(f"wrote {out}")
+    return 0
+
+
 def _plan_units(text: str) -> dict[str, int]:
     """``--units cube.M=2,vec.V=2`` → servers per pipe kind (1…64 each)."""
     from tfa_sim.spec.units import PIPES
@@ -455,6 +474,10 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--units", help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("roofline", help="runs and their stages against the chip's limits (.svg/.png/.html)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (tfa-sim run --out)")
+    p.add_argument("-o", "--output", help="output file .svg, .png or .html (default RUN_DIR/roofline.svg)")
+    p.set_defaults(func=cmd_roofline)
     _calibrate_parser(sub)
 
 

@@ -34,6 +34,8 @@ def main(out: str) -> None:
     result.timeline(cores=[0])
     report = tfa_sim.check("api-run")
     assert report["passed"], report
+    roofs = tfa_sim.roofline("api-run", out="roofline.html")
+    assert roofs["api-run"]["nearest"] and Path("roofline.html").is_file(), roofs
     points = tfa_sim.sweep(HERE / "sweep.toml", jobs=2)
     assert list(points["status"]) == ["ok", "ok"], points
     tuned = tfa_sim.tune(case=CASE, jobs=2)

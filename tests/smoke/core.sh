@@ -28,6 +28,7 @@ smoke check        r/check.json           tfa-sim check r
 smoke timeline     timeline.svg           tfa-sim timeline r -o timeline.svg
 smoke trace        trace.json             tfa-sim trace r --out trace.json
 smoke plan         plan.svg               tfa-sim plan r -o plan.svg
+smoke roofline     r/roofline.svg         tfa-sim roofline r
 smoke gen-data     g/o.bin                tfa-sim gen-data "$CASE" --out g
 smoke sweep        s/results.csv          tfa-sim sweep "$HERE/sweep.toml" --out s --jobs 2 --no-progress
 smoke sweep-report s/report.json          tfa-sim sweep-report s
@@ -38,6 +39,7 @@ grep -qF 'plot skipped: plot_preload.png needs matplotlib, which is not installe
 
 refused plots    timeline.png   tfa-sim timeline r -o timeline.png
 refused html     timeline.html  tfa-sim timeline r -o timeline.html
+refused plots    roofline.png   tfa-sim roofline r -o roofline.png
 refused perfetto trace.pftrace  tfa-sim trace r --out trace.pftrace
 refused parquet  trace.parquet  tfa-sim trace r --out trace.parquet
 refused plots    p              tfa-sim profile "$HERE/../data/msprof/a2_op_single" --set case.s0=512 --out p

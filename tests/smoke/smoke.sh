@@ -14,6 +14,7 @@ smoke check        r/check.json           tfa-sim check r
 smoke timeline     timeline.html          tfa-sim timeline r -o timeline.html
 smoke trace        trace.pftrace          tfa-sim trace r --out trace.pftrace
 smoke plan         plan.png               tfa-sim plan r -o plan.png
+smoke roofline     roofline.png           tfa-sim roofline r -o roofline.png
 smoke gen-data     g/o.bin                tfa-sim gen-data "$CASE" --out g
 smoke sweep        s/results.csv          tfa-sim sweep "$HERE/sweep.toml" --out s --jobs 2 --no-progress --no-plots
 smoke sweep-report s/plot_preload.png     tfa-sim sweep-report s

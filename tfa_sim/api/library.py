@@ -252,6 +252,27 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
                       format_report(summary), Path(directory))
 
 
+def roofline(run_dirs: str | Path | Iterable[str | Path], *, out: str | Path | None = None) -> dict[str, Any]:
+    """``tfa-sim roofline``: each run's ``roofline`` table (summary.json, docs/guide/roofline.md) by run name, and
+    with ``out`` (.svg, .png with the ``plots`` extra, .html with ``html``) the chart of the runs and their stages
+    under the chip's limits.  A directory that is not a run, or a run whose summary has no roofline table, raises
+    :class:`InputError` before anything is written."""
+    from tfa_sim.rundir.directory import atomic_write_via
+    from tfa_sim.views.roofline_chart import chart, load_run, render
+    from tfa_sim.views.timeline import check_output
+
+    dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    if not dirs:
+        raise InputError("roofline needs a run directory (tfa-sim run --out DIR)")
+    target = check_path(out, "-o") if out is not None else None
+    if target is not None:
+        check_output(target)
+    runs = [load_run(d) for d in dirs]
+    if target is not None:
+        atomic_write_via(target, lambda tmp: render(chart(runs), tmp))
+    return dict(runs)
+
+
 def profile(path: str | Path, config: Config | str | Path | None = None, *, case: str | None = None,
             overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None, op: str | None = None,
             launch: int | None = None, out: str | Path | bool | None = None,
@@ -267,9 +288,11 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     from tfa_sim.api import runner
     from tfa_sim.api.result import ProfileResult
     from tfa_sim.rundir.msprof import read_profile
+    from tfa_sim.spec.workload import instruction_groups
     from tfa_sim.stages.plan import kernel_plan
     from tfa_sim.views.analysis import bubbles
     from tfa_sim.views.profile import check_charts, check_clock, check_launch, compare
+    from tfa_sim.views.roofline_board import LOGGED_UP_TO
 
     if out is not None and out is not False:
         check_charts()
@@ -280,7 +303,8 @@ def profile(path: str | Path, config: Config | str | Path | None = None, *, case
     plan = kernel_plan(run_config)
     check_clock(board, plan.hw)
     check_launch(board, run_config.name, plan.geometry.main.grid, 1 if plan.geometry.combine is None else 2)
-    done = runner.compute(run_config, None, event_log=False)  # only once the profile is the config's launch
+    logged = instruction_groups(run_config) <= LOGGED_UP_TO  # the roofline's work per pipe needs the event log
+    done = runner.compute(run_config, None, event_log=logged)  # only once the profile is the config's launch
     stalls = bubbles(done.sim.stats.pipes, done.sim.total_cycles, top=len(done.sim.stats.pipes) * 64)
     result = ProfileResult(compare(board, done.summary, stalls, done.plan.geometry.main))
     if out is not None and out is not False:

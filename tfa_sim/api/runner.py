@@ -37,6 +37,7 @@ from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.units import buffer_owner, parse_unit
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.stages.plan import KernelPlan, kernel_plan
+from tfa_sim.views.roofline import format_nearest, roofline
 from tfa_sim.views.trace import collect_counters, write_trace
 
 
@@ -143,6 +144,7 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         summary.update(prediction(plan, sim.total_cycles))
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)
+        summary["roofline"] = roofline(summary, hw, sim.stats.events)
         summary.update(config=config.to_dict(), versions=versions())
         yield Computed(config, plan, sim, numerics, summary,
                        partial(_compare, numerics, config, shared) if numerics and shared else None)
@@ -324,6 +326,7 @@ def format_summary(s: dict[str, Any], out_dir: Path) -> str:
     elif "skipped" in cp:
         lines.append(f"  critical path: skipped, {cp['skipped']}")
     lines += [f"  {b['text']}" for b in s["bottleneck"]["bubbles"][:4]]
+    lines += format_nearest(s)
     if "golden" in s:
         g = s["golden"]["vs_reference_fp64"]
         verdict = "PASS" if passed(s) else "FAIL"

@@ -70,22 +70,24 @@ class Instr:
     ``waits`` are Instr (data hand-off), Slot (take a buffer slot) or Flag (a
     cross-core flag) in the order the hardware meets them; ``cost`` is cycles
     or a :class:`GmMove`; ``op`` the data steps (numerics on, else None);
-    ``then`` the effects at completion, in order.
+    ``then`` the effects at completion, in order; ``nbytes`` and ``flops`` what it moves and computes, and
+    ``work`` (instructions whose work splits over resources of different peaks: a vector op sequence, a
+    TEXTRACT) that split as a label (:mod:`tfa_sim.spec.work`), for the roofline.
     """
 
     __slots__ = ("pipe", "stage", "block", "tile", "sub", "kind", "waits", "cost", "op", "then", "nbytes",
-                 "flops", "_done", "waiters", "finished", "start", "end", "id", "deps", "stream_wait")
+                 "flops", "work", "_done", "waiters", "finished", "start", "end", "id", "deps", "stream_wait")
 
     def __init__(self, pipe: Pipe, stage: str, block: int, tile: int, sub: int, kind: str, cost: float | GmMove,
                  waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
-                 nbytes: int = 0, flops: int = 0) -> None:
+                 nbytes: int = 0, flops: int = 0, work: str | None = None) -> None:
         self.pipe = pipe
         self.stage, self.block, self.tile, self.sub, self.kind = stage, block, tile, sub, kind
         self.cost = cost
         self.waits = waits
         self.op = op
         self.then = then
-        self.nbytes, self.flops = nbytes, flops
+        self.nbytes, self.flops, self.work = nbytes, flops, work
         self._done: simpy.Event | None = None
         self.waiters: list[Pipe] | None = None  # pipes blocked on this instruction's completion
         self.finished = False
@@ -375,6 +377,8 @@ class Pipe:
                 log.slot(ident, w.pool.short_name, w.index)
         if ins.deps:
             log.edges_to(ident, ins.deps)
+        if ins.work:  # a vector sequence without ops (GU's first tile) has none
+            log.work_of(ident, ins.work)
 
     def waiting_on(self) -> tuple[Instr, str, Any] | None:
         """(blocked instruction, what it waits for, the pipe that would signal it), or None."""

@@ -12,7 +12,7 @@ import zipfile
 
 import numpy as np
 
-from tfa_sim.rundir.events import CAUSES, DISPATCH, TABLES, VERSION, EventLog, Strings
+from tfa_sim.rundir.events import ADDED_LATER, CAUSES, DISPATCH, TABLES, VERSION, EventLog, Strings
 from tfa_sim.spec.units import LANES, TRACKS, parse_unit
 from tfa_sim.stages import LOGGED_STAGES
 
@@ -22,10 +22,13 @@ def _from_arrays(arrays: dict[str, np.ndarray]) -> EventLog:
     if int(arrays.get("version", -1)) != VERSION:
         raise ValueError(f"format version {arrays.get('version')!s:.20}, expected {VERSION}")
     log = EventLog(capacity=1)
-    for prefix, cols in (("ev", log.events), ("edge", log.edges), ("slot", log.slots), ("counter", log.counters)):
+    for prefix, cols in (("ev", log.events), ("edge", log.edges), ("slot", log.slots), ("counter", log.counters),
+                         ("work", log.work)):
         n = None
         for k, dt in cols.dtypes.items():
             a = arrays.get(f"{prefix}_{k}")
+            if a is None and prefix in ADDED_LATER and not any(name.startswith(f"{prefix}_") for name in arrays):
+                a = np.zeros(0, dt)  # a log written before the table existed: none of its columns
             if a is None:
                 raise ValueError(f"column {prefix}_{k} is missing")
             if a.ndim != 1 or a.dtype != np.dtype(dt) or (n is not None and len(a) != n):
@@ -35,6 +38,8 @@ def _from_arrays(arrays: dict[str, np.ndarray]) -> EventLog:
         cols.n = cols.capacity = n or 0
     for name in TABLES:
         a = arrays.get(f"table_{name}")
+        if a is None and name in ADDED_LATER:
+            a = np.zeros(0, "<U1")
         if a is None or a.ndim != 1 or a.dtype.kind != "U" or len(a) > 1 << 20:
             raise ValueError(f"string table {name} is missing or not strings")
         log.tables[name] = Strings(a.tolist())
@@ -65,6 +70,7 @@ def validate(log: EventLog) -> None:
     _codes_in(edges["via"], log.names("vias"), "via")
     _codes_in(slots["name"], log.names("slot_names"), "slot name")
     _codes_in(log.counters.view()["name"], log.names("counter_names"), "counter name")
+    _codes_in(log.work.view()["label"], log.names("works"), "work label")
     _codes_in(edges["cause"], list(CAUSES), "cause")
     units, pipes = log.names("units"), log.names("pipes")
     pairs = np.unique(np.stack([ev["unit"], ev["pipe"]]), axis=1) if len(log) else np.zeros((2, 0), np.int64)
@@ -86,7 +92,8 @@ def validate(log: EventLog) -> None:
     ids = np.sort(ev["id"])
     if len(ids) > 1 and np.any(ids[1:] == ids[:-1]):
         raise ValueError("an instruction id appears twice")
-    for what, refs in (("dependency", edges["dst"]), ("dependency", edges["src"]), ("slot", slots["id"])):
+    for what, refs in (("dependency", edges["dst"]), ("dependency", edges["src"]), ("slot", slots["id"]),
+                       ("work label", log.work.view()["id"])):
         at = np.searchsorted(ids, refs)
         known = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == refs) if len(ids) else refs != refs
         if not np.all(known):

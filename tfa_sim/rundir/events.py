@@ -45,8 +45,13 @@ EDGE_DTYPES = {"dst": np.int64, "src": np.int64, "cause": np.int8, "lat": np.flo
 SLOT_DTYPES = {"id": np.int64, "name": np.int32, "slot": np.int32}
 #: Occupancy samples of FIFOs and slot pools (trace.json counter tracks): buffer name code, time, in use.
 COUNTER_DTYPES = {"name": np.int32, "t": np.float64, "value": np.int32}
+#: The work split of an instruction whose work goes to resources of different peaks (a vector op sequence, a
+#: TEXTRACT): instruction ``id`` and its label (a code into the ``works`` table; :mod:`tfa_sim.spec.work`).
+WORK_DTYPES = {"id": np.int64, "label": np.int32}
 #: The string tables: which column of which table holds codes into each.
-TABLES = ("units", "pipes", "stages", "kinds", "vias", "slot_names", "counter_names")
+TABLES = ("units", "pipes", "stages", "kinds", "vias", "slot_names", "counter_names", "works")
+#: Tables and their columns a log written before them lacks (read back empty: ``rundir.event_file``).
+ADDED_LATER = ("works", "work")
 #: A format version stored in the file (bumped when the columns change).
 VERSION = 1
 #: One row's twelve event columns, names decoded (id, unit, pipe, stage, block, tile, sub, kind, start, end,
@@ -160,6 +165,7 @@ class EventLog:
         self.edges = _Columns(EDGE_DTYPES, capacity)
         self.slots = _Columns(SLOT_DTYPES, capacity)
         self.counters = _Columns(COUNTER_DTYPES, 16)
+        self.work = _Columns(WORK_DTYPES, 1024)
         self.tables = {name: Strings() for name in TABLES}
         self.tables["vias"].code("")  # code 0: a data hand-off, which has no flag or slot
         self._stage, self._kind = self.tables["stages"], self.tables["kinds"]
@@ -205,6 +211,21 @@ class EventLog:
         cols = self.slots
         cols.pack_into(cols.buffer, cols.offset(), ident, code, index)
         cols.buffered += 1
+
+    def work_of(self, ident: int, label: str) -> None:
+        """Instruction ``ident`` did the work ``label`` names (:mod:`tfa_sim.spec.work`)."""
+        works = self.tables["works"]
+        code = works.codes.get(label)
+        if code is None:
+            code = works.code(label)
+        cols = self.work
+        cols.pack_into(cols.buffer, cols.offset(), ident, code)
+        cols.buffered += 1
+
+    def work_labels(self) -> dict[int, str]:
+        """The work label of each instruction that has one, by instruction id."""
+        w, names = self.work.view(), self.names("works")
+        return {i: names[code] for i, code in zip(w["id"].tolist(), w["label"].tolist())}
 
     def set_counters(self, counters: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """The run's occupancy samples (trace.json counter tracks), stored with the log in place of any stored
@@ -295,7 +316,7 @@ class EventLog:
         """Write the log as an uncompressed ``.npz`` (string tables as unicode arrays; no pickles)."""
         arrays: dict[str, Any] = {"version": np.array(VERSION, np.int64)}
         for prefix, cols in (("ev", self.events), ("edge", self.edges), ("slot", self.slots),
-                             ("counter", self.counters)):
+                             ("counter", self.counters), ("work", self.work)):
             arrays.update({f"{prefix}_{k}": a for k, a in cols.view().items()})
         for name, table in self.tables.items():
             arrays[f"table_{name}"] = np.array(table.names, dtype=str) if table.names else np.zeros(0, "<U1")

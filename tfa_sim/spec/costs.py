@@ -193,6 +193,16 @@ def combine_factor_ops(rows: int, chunks: int) -> tuple[Group, ...]:
             (op("TMUL", "binary"), op("TADD", "binary")) * chunks)
 
 
+def combine_accumulate_ops(rows: int, head: int) -> tuple[Group, ...]:
+    """The combine's acc += f ⊙row O for one chunk."""
+    return ((_op("TROWEXPANDMUL", "binary", rows, head, "expand"), _op("TADD", "binary", rows, head)),)
+
+
+def combine_normalise_ops(rows: int, head: int) -> tuple[Group, ...]:
+    """The combine's O = acc ⊘row L."""
+    return ((_op("TROWEXPANDDIV", "div", rows, head, "expand"),),)
+
+
 SOFTMAX.add("macro", macro_softmax, "`pto_macro_fa_softmax`'s sequence, `pipe_barrier(PIPE_V)` where the macro "
             "places them", "manual pto_macro_fa_softmax.hpp", (), __name__)
 SOFTMAX.add("port", port_softmax, "the port's `emit_softmax` sequence, barriers where `ptoas --enable-insert-sync` "
@@ -249,12 +259,11 @@ class Costs:
 
     def combine_accumulate(self, rows: int, head: int) -> float:
         """Cycles of acc += f ⊙row O for one chunk."""
-        return self._memo(("ca", rows, head), lambda: ((_op("TROWEXPANDMUL", "binary", rows, head, "expand"),
-                                                        _op("TADD", "binary", rows, head)),))
+        return self._memo(("ca", rows, head), lambda: combine_accumulate_ops(rows, head))
 
     def combine_normalise(self, rows: int, head: int) -> float:
         """Cycles of O = acc ⊘row L."""
-        return self._memo(("cn", rows, head), lambda: ((_op("TROWEXPANDDIV", "div", rows, head, "expand"),),))
+        return self._memo(("cn", rows, head), lambda: combine_normalise_ops(rows, head))
 
     def _memo(self, key: tuple, ops: Callable[[], tuple[Group, ...]]) -> float:
         if key not in self._cache:

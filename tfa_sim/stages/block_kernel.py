@@ -188,11 +188,11 @@ class BlockKernel:
 
     def instr(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, cost: float | GmMove,
               waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
-              nbytes: int = 0, flops: int = 0) -> Instr:
+              nbytes: int = 0, flops: int = 0, work: str | None = None) -> Instr:
         """An instruction group of local tile ``t`` of this block (see :class:`~tfa_sim.engine.pipes.Instr`;
         it records the global tile)."""
         return Instr(pipe, stage, self.block.index, self.block.tile_id(t), sub, kind, cost, waits, op, then, nbytes,
-                     flops)
+                     flops, work)
 
     def gm_move(self, nbytes: int, path: str, line: Hashable | None = None, chunks: int = 1) -> GmMove:
         """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``) in

@@ -28,6 +28,7 @@ from tfa_sim.buffers.pools import HazardError, PingPong
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
+from tfa_sim.spec import work
 from tfa_sim.spec.blocks import CombineBlock
 from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.units import LANES, vec_unit
@@ -71,13 +72,15 @@ class CombineRun:
         aiv, head, n = self.aiv[lane], k.head, len(b.chunks)
         stats_bytes = 2 * n * rows * FP32
         load = yield self.instr(aiv.MTE2, 0, "TLOAD m,l", self.gm(stats_bytes), nbytes=stats_bytes)
-        prev: Instr = yield self.instr(aiv.V, 0, "VEC factors", k.costs.combine_factors(rows, n), waits=(load,))
+        prev: Instr = yield self.instr(aiv.V, 0, "VEC factors", k.costs.combine_factors(rows, n), waits=(load,),
+                                       work=work.combine_factors(k.costs, rows, n))
         o_bytes = rows * head * FP32
         for i in range(n):
             slot = self.ub_o[lane].slot()
             load_o = yield self.instr(aiv.MTE2, i, "TLOAD O", self.gm(o_bytes), waits=(slot,), nbytes=o_bytes)
             prev = yield self.instr(aiv.V, i, "VEC accumulate", k.costs.combine_accumulate(rows, head),
-                                    waits=(load_o, prev), then=(slot.release,))
+                                    waits=(load_o, prev), then=(slot.release,),
+                                    work=work.combine_accumulate(k.costs, rows, head))
         op = None
         if k.numerics is not None:
             out = View(np.empty((rows, head), np.float32))
@@ -87,7 +90,8 @@ class CombineRun:
             op = (Compute(partial(merge, k.numerics.backend, k.scale), tuple(View(a, parts) for a in (p.o, p.m, p.l)),
                           (out,)),
                   Move(out, View(k.numerics.out, dest)), *dump)
-        vec = yield self.instr(aiv.V, n, "VEC normalise", k.costs.combine_normalise(rows, head), waits=(prev,))
+        vec = yield self.instr(aiv.V, n, "VEC normalise", k.costs.combine_normalise(rows, head), waits=(prev,),
+                               work=work.combine_normalise(k.costs, rows, head))
         yield self.instr(aiv.MTE3, n, "TSTORE O", GmMove(o_bytes, k.costs.move.ub_to_gm, None), waits=(vec,),
                          op=op, nbytes=o_bytes)
 
@@ -99,8 +103,8 @@ class CombineRun:
         return parts, (r.batch, r.heads[own], r.pos[own])
 
     def instr(self, pipe: Pipe, sub: int, kind: str, cost: float | GmMove, waits: tuple[Any, ...] = (),
-              op: Any = None, then: tuple[Any, ...] = (), nbytes: int = 0) -> Instr:
-        return Instr(pipe, STAGE, self.block.index, 0, sub, kind, cost, waits, op, then, nbytes, 0)
+              op: Any = None, then: tuple[Any, ...] = (), nbytes: int = 0, work: str | None = None) -> Instr:
+        return Instr(pipe, STAGE, self.block.index, 0, sub, kind, cost, waits, op, then, nbytes, 0, work)
 
     def finish(self, keep_tiles: bool = False) -> None:
         """At block end every UB slot must be released; then drop the tiles (unless ``keep_tiles``)."""

@@ -30,6 +30,7 @@ from tfa_sim.buffers.capacity import FP32
 from tfa_sim.buffers.data import Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, Instr
+from tfa_sim.spec import work
 from tfa_sim.spec.choices import GU_ROWS
 from tfa_sim.stages.block_kernel import BlockKernel
 
@@ -109,7 +110,8 @@ def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, pa
         op = (Compute(step, (o, src, scale, View(buf.l2_global_sum[lane], mine)), (o,)), *k.dump("o_part", t, row0, o))
     cost = k.plan.costs.compute_gu(rows, n.head, first, divide) if rows else 0.0
     vec = yield k.instr(aiv.V, STAGE, t, part, "VEC update", cost, waits=(load,), op=op,
-                        then=(src.release,) if first or not done else (exp_max.read, src.release))
+                        then=(src.release,) if first or not done else (exp_max.read, src.release),
+                        work=work.compute_gu(k.plan.costs, rows, n.head, first, divide) if rows else None)
     if not last:
         return None
     return (yield from _store(k, lane, t, part, vec, mine, rows))

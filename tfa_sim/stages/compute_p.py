@@ -29,6 +29,7 @@ from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import DISCARD, Compute, Const, Move, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
+from tfa_sim.spec import work
 from tfa_sim.stages.block_kernel import BlockKernel
 
 STAGE = "compute_p"
@@ -80,9 +81,11 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
             op = (Compute(step, (src, m, l), (x_exp, exp_max.region(own), m, l)),
                   *k.dump("exp_max", t, row0, exp_max.region(own), t % buf.l1_exp_max[lane].count))
         op += (*k.dump("global_max", t, row0, m), *k.dump("global_sum", t, row0, l))
-    cost = k.plan.costs.compute_p(nr, n.tile_s1, t == 0, b.coverage(t, row0, nr), n.softcap > 0) if nr else 0.0
+    shape = (nr, n.tile_s1, t == 0, b.coverage(t, row0, nr), n.softcap > 0)
+    cost = k.plan.costs.compute_p(*shape) if nr else 0.0
     vec = yield k.instr(aiv.V, STAGE, t, r, "VEC softmax", cost, waits=(load, x_exp), op=op,
-                        then=(src.release, exp_max.write) if first and t > 0 else (src.release,))
+                        then=(src.release, exp_max.write) if first and t > 0 else (src.release,),
+                        work=work.compute_p(k.plan.costs, *shape) if nr else None)
     out_bytes = nr * n.tile_s1 * FP16
     store_op: tuple[Effect, ...] | None = None
     if k.numerics and nr:

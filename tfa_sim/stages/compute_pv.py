@@ -35,6 +35,7 @@ from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
 from tfa_sim.numerics.rounding import panels
+from tfa_sim.spec import work
 from tfa_sim.spec.blocks import Block
 from tfa_sim.spec.choices import PV_LOADS
 from tfa_sim.stages.block_kernel import BlockKernel
@@ -118,7 +119,8 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
         load_v = yield from _load_v(k, t, s, v_l1, v_bytes, then=free)
     extract = yield k.instr(
         aic.MTE1, STAGE, t, s, "TEXTRACT", plan.costs.extract(p_bytes, v_bytes), waits=(load_v, load_p, a, bb),
-        op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release))
+        op=(Move(p_l1, a), Move(v_l1, bb)) if k.numerics else None, then=(p_l1.release, v_l1.release),
+        nbytes=p_bytes + v_bytes, work=work.extract(p_bytes, v_bytes))
     subs = b.active_subs(t)
     init = s == subs[0]  # the accumulator is taken by the tile's first computed sub-tile (Init)
     final = s == subs[-1]  # and handed to FIX after its last (Final)

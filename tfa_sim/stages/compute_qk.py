@@ -31,6 +31,7 @@ from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, Instr
 from tfa_sim.numerics.rounding import panels
+from tfa_sim.spec import work
 from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.handoffs import matmul, store
 
@@ -81,14 +82,14 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_load: Instr, q_l1: Slot, acc_in
     source: Location = ZERO
     if b.sub_tile_active(t, s):
         k_l1, a, bb, acc = buf.l1_k.slot(), buf.l0a.slot(), buf.l0b.slot(), buf.l0c.slot(acc_index)
-        k_bytes = n.cube_s1 * n.head * FP16
+        k_bytes, q_bytes = n.cube_s1 * n.head * FP16, rows * n.head * FP16
         load = yield k.instr(
             aic.MTE2, STAGE, t, s, "TLOAD K", k.gm_move(k_bytes, "gm_to_l1", k.kv_line("k", t, s)), waits=(k_l1,),
             op=(Move(k.gm_k(b.col0(t, s)), k_l1),) if k.numerics else None, nbytes=k_bytes)
         extract = yield k.instr(
-            aic.MTE1, STAGE, t, s, "TEXTRACT", plan.costs.extract(rows * n.head * FP16, k_bytes),
+            aic.MTE1, STAGE, t, s, "TEXTRACT", plan.costs.extract(q_bytes, k_bytes),
             waits=(load, q_load, a, bb), op=(Move(q_l1, a), Move(k_l1, bb)) if k.numerics else None,
-            then=(k_l1.release,))
+            then=(k_l1.release,), nbytes=q_bytes + k_bytes, work=work.extract(q_bytes, k_bytes))
         handoff = yield from matmul(
             k, STAGE, t, s, rows, n.cube_s1, n.head, n.qk_cube_k, True, (extract, acc),
             (Compute(partial(qk_product, k.data.backend, n.qk_panel), (a, bb), (acc,)),) if k.numerics else None,

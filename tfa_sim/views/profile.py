@@ -27,12 +27,13 @@ from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.hardware import Hardware, load_hardware, preset_names
 from tfa_sim.spec.units import LANES, parse_unit
 from tfa_sim.views.figures import bars, finite, label
+from tfa_sim.views.roofline_board import beside_board, format_board
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: What ``tfa-sim profile`` writes into its directory.
-PROFILE_FILES = ("profile.json", "profile.png", "profile.svg")
+PROFILE_FILES = ("profile.json", "profile.png", "profile.svg", "roofline.svg")
 #: A board clock within this share of the preset's is the preset's (msprof gives whole MHz).
 CLOCK_TOLERANCE = 0.01
 #: Disagreements put in words.
@@ -185,6 +186,7 @@ def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str
         "missing_columns": board.missing, "collect": board.collect or None, "also_found": board.others,
         "skipped_tasks": board.skipped, "skipped_lines": [damaged_entry(d) for d in board.damaged],
         "config": summary.get("config")}
+    report["roofline"] = beside_board(summary.get("roofline"), board.task_us, pipes)
     report["findings"] = [finding(name, report) for name in report["largest"][:FINDINGS]]
     report["notes"] = notes(report)
     return report
@@ -304,6 +306,7 @@ def format_profile(report: dict[str, Any]) -> str:
         lines.append("  furthest from 1 (|log board/model|): " + ", ".join(
             f"{n} {report['pipes'][n]['ratio']:.2f}" for n in report["largest"]))
     lines += [f"  {text}" for text in report["findings"]]
+    lines += format_board(report.get("roofline") or {})
     return "\n".join(lines)
 
 
@@ -349,6 +352,18 @@ def figure(report: dict[str, Any]) -> Figure:
     return fig
 
 
+def write_roofline(path: Path, report: dict[str, Any]) -> None:
+    """roofline.svg: the model's run and its stages, and the board's point at its task duration
+    (:mod:`tfa_sim.views.roofline_board`)."""
+    from tfa_sim.rundir.directory import atomic_write_via
+    from tfa_sim.views.roofline_chart import chart, render
+
+    table = (report.get("roofline") or {}).get("table")
+    runs = [("model", table)] if table else []
+    boards = [("board", table, report["roofline"]["board_cycles"])] if table else []
+    atomic_write_via(path, lambda tmp: render(chart(runs, boards), tmp))
+
+
 def check_charts() -> None:
     """profile.png and profile.svg are drawn by matplotlib (the ``plots`` extra): one line if it is missing."""
     require("writing profile.png and profile.svg", "matplotlib")
@@ -371,5 +386,6 @@ def write_profile(report: dict[str, Any], out: str | Path | None) -> Path:
             atomic_write_via(rd.file(f"profile.{suffix}"),
                              lambda tmp: fig.savefig(tmp, dpi=110, metadata={"Date": None} if tmp.suffix == ".svg"
                                                      else None))
+        write_roofline(rd.file("roofline.svg"), report)
         write_json(rd.file("profile.json"), report)
     return rd.path
