@@ -71,7 +71,7 @@ def test_a_copy_of_a_shipped_bundle_runs_as_the_named_build(build, case, extra, 
     ("[kernel\n", "does not parse"),
 ])
 def test_a_bad_bundle_is_refused_in_one_line_naming_the_file(text, needle, tmp_path):
-    manual = (BUILDS_DIR / "manual.toml").read_text().split("[schedule]")[0]  # its [kernel] table, last
+    manual = (BUILDS_DIR / "manual.toml").read_text().split("[listings]")[0]  # its [kernel] table, last
     text = text.replace("{all}", manual).replace("{bad_value}", manual.replace('"before_store"', '"after_store"'))
     path = tmp_path / "bundle.toml"
     path.write_text(text)
@@ -95,10 +95,11 @@ def test_a_bundle_that_leaves_choices_out_takes_their_defaults(tmp_path):
     """Bundles written before a choice existed keep running: a choice left out is today's behaviour."""
     path = tmp_path / "old.toml"
     path.write_text("[kernel]\nlaunch_grid = 'persistent'\nvec_barriers = 'insert_sync'\n")  # and an old name
-    kernel = build_config({"kernel": {"build": str(path)}}).kernel
-    assert (kernel.launch_grid, kernel.softmax) == ("persistent", "port")
-    assert {key: getattr(kernel, key) for key in CHOICE_KEYS if key not in ("launch_grid", "softmax")} == \
-        {key: getattr(KernelConfig(), key) for key in CHOICE_KEYS if key not in ("launch_grid", "softmax")}
+    config = build_config({"kernel": {"build": str(path)}})
+    kernel = config.kernel
+    assert (kernel.launch_grid, config.listings.compute_p) == ("persistent", "port")  # vec_barriers' new home
+    assert {key: getattr(kernel, key) for key in CHOICE_KEYS if key != "launch_grid"} == \
+        {key: getattr(KernelConfig(), key) for key in CHOICE_KEYS if key != "launch_grid"}
 
 
 @pytest.mark.parametrize("base", ["dsl", "{dir}/dsl_copy.toml"])

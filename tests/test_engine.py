@@ -18,12 +18,12 @@ from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
 from tfa_sim.spec.blocks import make_blocks
 from tfa_sim.spec.config import HardwareConfig, ScheduleConfig
-from tfa_sim.spec.costs import Costs
 from tfa_sim.spec.errors import InputError, ScheduleError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import build_config, load_config
 from tfa_sim.stages.block_kernel import Numerics
 from tfa_sim.stages.plan import kernel_plan
+from tfa_sim.views.listing import call_names, priced
 
 BACKEND = get_backend("native")
 
@@ -115,7 +115,13 @@ def ideal_hardware(config):
                            "sync.ffts_service": 0.0, "overhead.block_dispatch": 0.0}).with_cores(1)
 
 
-def two_resource_recurrence(config, costs):
+def vector_cycles(plan, stage, **names):
+    """The cycles of one call's vector groups, as the stage's listing prices them (tfa_sim.views.listing)."""
+    steady, dims = call_names(plan, stage)
+    return sum(c for _, pipe, c in priced(plan, stage, {**steady, **names}, dims) if pipe == "V" and c)
+
+
+def two_resource_recurrence(config, plan):
     """The kernel program as two resources (cube, vector) with stage costs, computed by hand.
 
     Cube order: QK prologue, then per tile and sub-tile QK(t+P) then PV(t); vector:
@@ -124,6 +130,7 @@ def two_resource_recurrence(config, costs):
     """
     c, t, s = config.case, config.tiling, config.schedule
     tiles, kf, pre = config.tiles, t.k_tile_factor, s.qk_preload
+    costs = plan.costs
     qk = costs.matmul(t.cube_s0, t.cube_s1, c.head, 128)
     pv = costs.matmul(t.cube_s0, c.head, t.cube_s1, 128)
     cube_jobs = [("qk", i, j) for i in range(min(pre, tiles)) for j in range(kf)]
@@ -144,8 +151,9 @@ def two_resource_recurrence(config, costs):
         return needs[job[0]](job[1])
 
     cost = {"qk": lambda i, j: qk, "pv": lambda i, j: pv,
-            "p": lambda i, j: costs.compute_p(t.vec_s0, t.tile_s1, i == 0, "none"),
-            "gu": lambda i, j: costs.compute_gu(t.cube_s0 // 2, c.head, i == 0, i == tiles - 1)}
+            "p": lambda i, j: vector_cycles(plan, "compute_p", first=i == 0),
+            "gu": lambda i, j: vector_cycles(plan, "compute_gu", first=i == 0, last=i == tiles - 1,
+                                             divide=i == tiles - 1)}
     free = {"cube": 0.0, "vec": 0.0}
     queues = {"cube": list(cube_jobs), "vec": list(vec_jobs)}
     while queues["cube"] or queues["vec"]:
@@ -165,8 +173,9 @@ def two_resource_recurrence(config, costs):
 def test_one_block_equals_two_resource_recurrence(overrides):
     config = load_config(overrides=["numerics.enabled=false"] + overrides)
     hw = ideal_hardware(config)
-    result = simulate(kernel_plan(config, hw), None, log_events=False)
-    assert result.total_cycles == two_resource_recurrence(config, Costs(hw))
+    plan = kernel_plan(config, hw)
+    result = simulate(plan, None, log_events=False)
+    assert result.total_cycles == two_resource_recurrence(config, plan)
 
 
 def test_gm_contention_emerges_from_traffic():

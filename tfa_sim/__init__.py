@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from tfa_sim.api import __version__
 
 __all__ = ["CalibrationResult", "Config", "Events", "InputError", "ProfileResult", "Result", "ScheduleError",
-           "TfaSimError", "TuneResult", "__version__", "calibrate", "check", "load_config", "profile", "roofline",
-           "run", "sweep", "tune"]
+           "TfaSimError", "TuneResult", "__version__", "calibrate", "check", "listing", "load_config", "profile",
+           "roofline", "run", "sweep", "tune"]
 #: Where each name of the API is defined.
-_MODULES = {"tfa_sim.api.library": ("TuneResult", "check", "load_config", "profile", "roofline", "run", "sweep",
-                                     "tune"),
+_MODULES = {"tfa_sim.api.library": ("TuneResult", "check", "listing", "load_config", "profile", "roofline", "run",
+                                     "sweep", "tune"),
             "tfa_sim.api.calibration": ("CalibrationResult", "calibrate"),
             "tfa_sim.api.result": ("Events", "ProfileResult", "Result"),
             "tfa_sim.spec.config": ("Config",), "tfa_sim.spec.errors": ("InputError", "ScheduleError", "TfaSimError")}
@@ -29,7 +29,7 @@ _EXPORTS = {name: module for module, names in _MODULES.items() for name in names
 
 if TYPE_CHECKING:
     from tfa_sim.api.calibration import CalibrationResult, calibrate
-    from tfa_sim.api.library import TuneResult, check, load_config, profile, roofline, run, sweep, tune
+    from tfa_sim.api.library import TuneResult, check, listing, load_config, profile, roofline, run, sweep, tune
     from tfa_sim.api.result import Events, ProfileResult, Result
     from tfa_sim.spec.config import Config
     from tfa_sim.spec.errors import InputError, ScheduleError, TfaSimError

@@ -312,6 +312,21 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_listing(args: argparse.Namespace) -> int:
+    from tfa_sim.api.library import listing
+    from tfa_sim.views.listing import format_listing
+
+    when = {}
+    for text in args.when:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise InputError(f"--when {show(text)}: write NAME=VALUE, e.g. --when first=true")
+        when[key.strip()] = value.strip()
+    print(format_listing(listing(args.stage, args.config, case=args.case, overrides=_overrides(args.overrides),
+                                 hw=args.hw, when=when, plugins=args.plugins)))
+    return 0
+
+
 def _plan_units(text: str) -> dict[str, int]:
     """``--units cube.M=2,vec.V=2`` → servers per pipe kind (1…64 each)."""
     from tfa_sim.spec.units import PIPES
@@ -474,6 +489,13 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--units", help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
     p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("listing", help="the listing a config runs for one stage, each line with its cycles and share "
+                       "(docs/kernel.md, \"Listings\")")
+    p.add_argument("stage", help="compute_qk, compute_p, compute_pv, compute_gu, epilogue or combine")
+    _config_args(p, backend=False)
+    p.add_argument("--when", action="append", default=[], metavar="NAME=VALUE",
+                   help="the call to price, e.g. --when first=true --when mask=partial (default: the steady call)")
+    p.set_defaults(func=cmd_listing)
     p = sub.add_parser("roofline", help="runs and their stages against the chip's limits (.svg/.png/.html)")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (tfa-sim run --out)")
     p.add_argument("-o", "--output", help="output file .svg, .png or .html (default RUN_DIR/roofline.svg)")

@@ -252,6 +252,19 @@ def tune(config: Config | str | Path | None = None, *, case: str | None = None,
                       format_report(summary), Path(directory))
 
 
+def listing(stage: str, config: Config | str | Path | None = None, *, case: str | None = None,
+            overrides: Mapping[str, Any] | None = None, hw: str | Path | None = None,
+            when: Mapping[str, Any] | None = None, plugins: Sequence[str] = ()) -> dict[str, Any]:
+    """``tfa-sim listing``: the listing the config runs for ``stage`` (``listings.STAGE``), each line with its
+    cycles on the config's tile shapes and its share of the call (:func:`tfa_sim.views.listing.listing_table`);
+    ``when`` picks the call (``{"first": True, "mask": "partial"}``; default: the stage's steady call).  A listing
+    the rules refuse raises as a run would (exit 3 for a race)."""
+    from tfa_sim.stages.plan import kernel_plan
+    from tfa_sim.views.listing import listing_table
+
+    return listing_table(kernel_plan(chosen(config, case, overrides, hw, plugins)), stage, when)
+
+
 def roofline(run_dirs: str | Path | Iterable[str | Path], *, out: str | Path | None = None) -> dict[str, Any]:
     """``tfa-sim roofline``: each run's ``roofline`` table (summary.json, docs/guide/roofline.md) by run name, and
     with ``out`` (.svg, .png with the ``plots`` extra, .html with ``html``) the chart of the runs and their stages

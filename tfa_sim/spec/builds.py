@@ -9,6 +9,8 @@ as ``kernel.build = "path/to/bundle.toml"``, relative to the working directory l
   leave out takes the choice's default, today's behaviour), and ``plugins``, modules it needs (paths relative to
   this file, loaded when the bundle is read: :mod:`tfa_sim.spec.plugins`);
 * ``[tiling]``, ``[schedule]``: the defaults the build gives those sections (the port's preload 3, say);
+* ``[listings]``: the listing each stage runs (a shipped name, or a file relative to this one: docs/kernel.md,
+  "Listings");
 * ``[[when]]``: defaults from a shape on — ``s1_at_least = N`` and section tables, applied when S1 ≥ N.
 
 A config's own keys win over the bundle's (a what-if the build does not compile).  Every key and value is checked
@@ -32,6 +34,7 @@ from tfa_sim.spec.config import (
     CaseConfig,
     KernelConfig,
     merge,
+    resolve_listings,
     section_of,
     suggest,
     upgrade,
@@ -44,7 +47,7 @@ BUILDS_DIR = CONFIG_DIR / "builds"
 #: The shipped builds, in the order reports list them (the files in BUILDS_DIR, tests/test_builds.py).
 SHIPPED = ("manual", "jit", "dsl")
 #: The sections a bundle may give defaults for, beside its [kernel] choices.
-DEFAULT_SECTIONS = ("tiling", "schedule")
+DEFAULT_SECTIONS = ("tiling", "schedule", "listings")
 MAX_BUNDLE_BYTES = 1 << 16
 #: How many bases a bundle may stand on (a longer chain is a loop).
 MAX_BASES = 16
@@ -111,7 +114,7 @@ def parse_bundle(name: str, data: dict[str, Any], where: str, here: Path | None 
         first = sorted(map(str, unknown))[0]
         raise InputError(f"{where}: unknown section [{first}]; a build bundle holds base, [kernel], "
                          f"{', '.join(f'[{s}]' for s in DEFAULT_SECTIONS)} and [[when]]")
-    data = upgrade(data)
+    data = resolve_listings(upgrade(data), here)
     kernel = data.get("kernel", {})
     if isinstance(kernel, dict) and "build" in kernel:
         raise InputError(f"{where}: a bundle is a build and names none: drop kernel.build from it (use base = "

@@ -183,20 +183,20 @@ PREFETCH = registry("prefetch", "what the host puts into the L2 before the launc
                     "a function config → rows of each input in the L2 at the launch (tfa_sim.spec.blocks)",
                     _callable)
 STAGE_ORDER = registry("stage_order", "the steady loop's order of stage calls", "qk_pv",
-                       "a module with `aic_steady(k, q_load, q_l1, acc)` and `aiv_steady(k, lane, src)` "
+                       "a module with `aic_steady(k, q_l1, acc)` and `aiv_steady(k, lane, src)` "
                        "(tfa_sim.stages.order_qk_pv)", _has("aic_steady", "aiv_steady"))
 PV_LOADS = registry("pv_loads", "compute_pv's order of its V and P loads", "v_first",
-                    "`PvLoads(v_first)` (tfa_sim.stages.compute_pv)", _has("v_first"))
+                    "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listing.vocabulary)",
+                    _has("stages"))
 TALLOC = registry("talloc", "where a producer allocates its FIFO slot", "before_store",
-                  "`Talloc(before_load)` (tfa_sim.stages.handoffs)", _has("before_load"))
+                  "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listing.vocabulary)",
+                  _has("stages"))
 CUBE_HANDOFF = registry("cube_handoff", "how the cube's M pipe hands an accumulator to FIX", "flags",
-                        "`CubeHandoff(unit_flag)` (tfa_sim.stages.handoffs)", _has("unit_flag"))
+                        "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listing.vocabulary)",
+                        _has("stages"))
 ACCUMULATORS = registry("accumulators", "which L0C accumulator each QK and PV tile takes", "running",
                         "a class of `l0c` with `qk()`, `pv()`, `step(has_next)` (tfa_sim.stages.accumulators)",
                         _has("qk", "pv", "step"))
-SOFTMAX = registry("softmax", "compute_p's vector sequence and where its PIPE_V barriers go", "macro",
-                   "a function (rows, cols, first, softcap) → groups of `VectorOp` between barriers "
-                   "(tfa_sim.spec.costs)", _callable)
 EXP_RING = registry("exp_ring", "the entries of the l1_exp_max ring", "fifo",
                     "a function schedule → entries (tfa_sim.buffers.capacity)", _callable)
 GU_ROWS = registry("gu_rows", "how compute_gu cuts an AIV's rows", "whole",

@@ -146,11 +146,40 @@ class KernelConfig:
     talloc: str = "before_store"  # a producer's FIFO allocate(): before its first store | before_load: its first load
     cube_handoff: str = "flags"  # M → FIX: set/wait flags on the whole matmul | unit_flag: per final fractal
     accumulators: str = "running"  # L0C: a running index over the halves | fixed: one QK and one PV accumulator
-    softmax: str = "macro"  # compute_p: the macro's sequence and barriers | port: emit_softmax, ptoas's barriers
     exp_ring: str | int = "fifo"  # l1_exp_max ring entries: fifo (cv_fifo_size) | preload (qk_preload) | N
     gu_rows: str = "whole"  # compute_gu on an AIV's rows at once | slices: kTileFactor row slices
     ub_union: bool = True  # the softmax source and GU input tiles share UB addresses (one ping-pong)
     masks: bool = True  # the causal mask path is compiled (causal, window and mask-file cases run)
+
+
+@dataclass(frozen=True)
+class ListingsConfig:
+    """The listing each stage runs (docs/kernel.md, "Listings"): a shipped one's name (configs/listings/STAGE/
+    NAME.lst; ``manual`` is the manual kernel's, ``port`` the PTO-DSL port's compute_p) or a listing file's path
+    (relative to the working directory, or to a bundle's own file)."""
+
+    compute_qk: str = "manual"
+    compute_p: str = "manual"
+    compute_pv: str = "manual"
+    compute_gu: str = "manual"
+    epilogue: str = "manual"
+    combine: str = "manual"
+
+
+def is_listing_path(value: Any) -> bool:
+    """A ``[listings]`` value that is a file's path rather than a shipped listing's name (a word)."""
+    return isinstance(value, str) and not value.replace("_", "").isalnum()
+
+
+def resolve_listings(data: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
+    """``data`` with each ``[listings]`` path made absolute (relative to ``base``, else the working directory):
+    the config may be read again in another directory (a sweep's worker)."""
+    table = data.get("listings") if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not any(is_listing_path(v) for v in table.values()):
+        return data
+    resolved = {k: str(((base or Path.cwd()) / Path(v)).resolve()) if is_listing_path(v) and not Path(v).is_absolute()
+                else v for k, v in table.items()}
+    return {**data, "listings": resolved}
 
 
 @dataclass(frozen=True)
@@ -161,6 +190,7 @@ class Config:
     numerics: NumericsConfig = field(default_factory=NumericsConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
+    listings: ListingsConfig = field(default_factory=ListingsConfig)
 
     @property
     def name(self) -> str:
@@ -185,7 +215,8 @@ class Config:
 
 
 SECTION_TYPES = {"case": CaseConfig, "tiling": TilingConfig, "schedule": ScheduleConfig,
-                 "numerics": NumericsConfig, "hardware": HardwareConfig, "kernel": KernelConfig}
+                 "numerics": NumericsConfig, "hardware": HardwareConfig, "kernel": KernelConfig,
+                 "listings": ListingsConfig}
 #: The design choices: every [kernel] key but the build and the plugins, each with a registry of its values
 #: (:mod:`tfa_sim.spec.choices`; tests/test_registries.py keeps the two lists equal).
 CHOICE_KEYS = tuple(f.name for f in dataclasses.fields(KernelConfig) if f.name not in ("build", "plugins"))
@@ -206,8 +237,10 @@ AUTO = {("schedule", "s1_split")}
 
 #: Keys earlier versions accepted, with what replaced them.
 RETIRED = {("schedule", "ub_exp_max"): "the l1_exp_max ring's entries are kernel.exp_ring's; drop the key"}
-#: Keys earlier versions spelled otherwise, read as their new key: old (section, key) → (new key, old value → new).
-RENAMED = {("kernel", "vec_barriers"): ("softmax", {"macro": "macro", "insert_sync": "port"})}
+#: Keys earlier versions spelled otherwise, read as their new key: old (section, key) → (new section, new key, old
+#: value → new).
+RENAMED = {("kernel", "vec_barriers"): ("listings", "compute_p", {"macro": "manual", "insert_sync": "port"}),
+           ("kernel", "softmax"): ("listings", "compute_p", {"macro": "manual", "port": "port"})}
 
 
 def suggest(word: str, options: list[str]) -> str:
@@ -276,6 +309,12 @@ def _check_type(section: str, key: str, value: Any, default: Any) -> Any:
             raise InputError(f"config error: {where} = {show(value)} must be a list of module files or dotted names, "
                              f"e.g. plugins = [\"my_order.py\"]")
         return tuple(value)
+    elif section == "listings":
+        if not isinstance(value, str) or not value:
+            raise InputError(f"config error: {where} = {show(value)} must be a shipped listing's name (e.g. "
+                             f"\"manual\") or a listing file's path")
+        if is_listing_path(value):
+            check_path(value, f"config error: {where} =")
     elif (section, key) in AUTO:
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):
             raise InputError(f"config error: {where} = {value!r} must be an integer or \"auto\"")
@@ -300,18 +339,20 @@ def upgrade(data: Any) -> Any:
     values; one line when a table holds both spellings or an old value that has no new one."""
     if not isinstance(data, dict):
         return data
-    for (section, old), (new, values) in RENAMED.items():
+    for (section, old), (new_section, new, values) in RENAMED.items():
         table = data.get(section)
         if not isinstance(table, dict) or old not in table:
             continue
-        if new in table:
-            raise InputError(f"config error: {section}.{old} is the old name of {section}.{new}: give only "
-                             f"{section}.{new}")
-        if table[old] not in values:
+        target = data.get(new_section, {})
+        if isinstance(target, dict) and new in target:
+            raise InputError(f"config error: {section}.{old} is the old name of {new_section}.{new}: give only "
+                             f"{new_section}.{new}")
+        if not isinstance(table[old], str) or table[old] not in values:
             raise InputError(f"config error: {section}.{old} = {show(table[old])} is not one of "
-                             f"{', '.join(values)} (its new name is {section}.{new})")
-        table = {(new if k == old else k): (values[v] if k == old else v) for k, v in table.items()}
-        data = {**data, section: table}
+                             f"{', '.join(values)} (its new name is {new_section}.{new})")
+        value = values[table[old]]
+        data = {**data, section: {k: v for k, v in table.items() if k != old}}
+        data[new_section] = {**(target if isinstance(target, dict) else {}), new: value}
     return data
 
 

@@ -19,6 +19,7 @@ from tfa_sim.spec.config import (
     merge,
     parse_override,
     parse_sections,
+    resolve_listings,
     section_of,
     suggest,
     upgrade,
@@ -37,7 +38,7 @@ def parse_config(data: dict[str, Any]) -> Config:
     """A :class:`Config` from a nested mapping: its plugins loaded (:mod:`tfa_sim.spec.plugins`), the build's
     settings where the mapping gives none, every section and key known and of the right type (no legality:
     :func:`build_config`)."""
-    data = upgrade(data)
+    data = resolve_listings(upgrade(data))
     kernel = data.get("kernel") if isinstance(data, dict) else None
     if isinstance(kernel, dict) and "plugins" in kernel:  # before the build and the choices' values are read
         plugins = section_of("kernel", KernelConfig, {"plugins": kernel["plugins"]}).plugins

@@ -21,16 +21,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from tfa_sim.spec.costs import (
-    FP32,
-    Costs,
-    Group,
-    combine_accumulate_ops,
-    combine_factor_ops,
-    combine_normalise_ops,
-    compute_gu_ops,
-    compute_p_ops,
-)
+from tfa_sim.spec.costs import FP32, Costs, Group
 
 #: The two paths of a TEXTRACT (the preset's ``move`` keys).
 EXTRACT_PATHS = ("l1_to_l0a", "l1_to_l0b")
@@ -54,8 +45,9 @@ def parse(text: str) -> dict[str, int]:
     return out
 
 
+@lru_cache(maxsize=MEMO)
 def vector_label(costs: Costs, groups: tuple[Group, ...]) -> str:
-    """Element operations per intrinsic class of vector op ``groups`` (the module docstring)."""
+    """Element operations per intrinsic class of vector op ``groups`` (the module docstring; memoised)."""
     per_repeat = costs.vec.repeat_bytes // FP32
     amounts: dict[str, int] = {}
     for group in groups:
@@ -63,36 +55,6 @@ def vector_label(costs: Costs, groups: tuple[Group, ...]) -> str:
             for cls, repeats, _partial, _barrier in costs._passes(op):
                 amounts[cls] = amounts.get(cls, 0) + repeats * per_repeat
     return label(amounts)
-
-
-@lru_cache(maxsize=MEMO)
-def compute_p(costs: Costs, rows: int, cols: int, first: bool, mask: str, softcap: bool = False) -> str:
-    """The label of :meth:`Costs.compute_p`'s op sequence of the same shape."""
-    return vector_label(costs, compute_p_ops(rows, cols, first, mask, softcap, costs.softmax))
-
-
-@lru_cache(maxsize=MEMO)
-def compute_gu(costs: Costs, rows: int, head: int, first: bool, last: bool) -> str:
-    """The label of :meth:`Costs.compute_gu`'s op sequence of the same shape."""
-    return vector_label(costs, compute_gu_ops(rows, head, first, last))
-
-
-@lru_cache(maxsize=MEMO)
-def combine_factors(costs: Costs, rows: int, chunks: int) -> str:
-    """The label of :meth:`Costs.combine_factors`' op sequence."""
-    return vector_label(costs, combine_factor_ops(rows, chunks))
-
-
-@lru_cache(maxsize=MEMO)
-def combine_accumulate(costs: Costs, rows: int, head: int) -> str:
-    """The label of :meth:`Costs.combine_accumulate`'s op sequence."""
-    return vector_label(costs, combine_accumulate_ops(rows, head))
-
-
-@lru_cache(maxsize=MEMO)
-def combine_normalise(costs: Costs, rows: int, head: int) -> str:
-    """The label of :meth:`Costs.combine_normalise`'s op sequence."""
-    return vector_label(costs, combine_normalise_ops(rows, head))
 
 
 @lru_cache(maxsize=MEMO)

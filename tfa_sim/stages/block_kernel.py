@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,6 +29,7 @@ from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
+from tfa_sim.stages.driver import Site
 from tfa_sim.stages.plan import KernelPlan
 
 
@@ -174,6 +176,8 @@ class BlockKernel:
         self.qk_fifo: GmFifo | FifoWindow = FifoWindow(fifos.qk, base) if base else fifos.qk
         self.p_fifo: GmFifo | FifoWindow = FifoWindow(fifos.p, base) if base else fifos.p
         self.pv_fifo: GmFifo | FifoWindow = FifoWindow(fifos.pv, base) if base else fifos.pv
+        self.sites: dict[tuple[str, int], Site] = {}  # where each stage's calls issue, by (stage, lane)
+        self.issued: dict[Pipe, Instr] = {}  # each pipe's latest instruction of this unit (a mark's predecessor)
 
     def unit_view(self, block: Block, base: int) -> BlockKernel:
         """The same buffers, FIFOs and pipes for ``block``, a later unit of a persistent core whose FIFO tiles
@@ -193,6 +197,24 @@ class BlockKernel:
         it records the global tile)."""
         return Instr(pipe, stage, self.block.index, self.block.tile_id(t), sub, kind, cost, waits, op, then, nbytes,
                      flops, work)
+
+    def site(self, stage: str, lane: int = -1) -> Site:
+        """Where ``stage``'s calls issue on AIV ``lane`` (-1: the AIC), made once."""
+        site = self.sites.get((stage, lane))
+        if site is None:
+            pipes = self.aic if lane < 0 else self.aiv[lane]
+            site = Site(stage, pipes, partial(self.instr_at, stage), partial(self.wait, stage), self.plan.costs,
+                        self.gm_move, self.issued.get)
+            self.sites[(stage, lane)] = site
+        return site
+
+    def instr_at(self, stage: str, t: int, sub: int, pipe: Pipe, kind: str, cost: float | GmMove,
+                 waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
+                 nbytes: int = 0, flops: int = 0, work: str | None = None) -> Instr:
+        """:meth:`instr` with the stage, tile and sub-tile (or row slice) first: what a listing's call issues (the
+        pipe's latest instruction of the unit, for a mark after it)."""
+        ins = self.issued[pipe] = self.instr(pipe, stage, t, sub, kind, cost, waits, op, then, nbytes, flops, work)
+        return ins
 
     def gm_move(self, nbytes: int, path: str, line: Hashable | None = None, chunks: int = 1) -> GmMove:
         """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``) in

@@ -1,21 +1,18 @@
-"""``combine``: the second launch of a split-S1 run, on the vector cores — the N chunks' partial results
-of each row block merged into O (flash-decoding's final GU).
+"""``combine``: the second launch of a split-S1 run, on the vector cores — the N chunks' partial results of each
+row block merged into O (flash-decoding's final GU), as its listing says (``listings.combine``:
+configs/listings/combine/, docs/kernel.md "Listings").
 
-Per row block, each AIV takes its rows (the blocks' lane split) and, in order:
-
-1. ``TLOAD m,l`` (MTE2): every chunk's running max and sum of its rows (fp32);
-2. ``VEC factors`` (V): M = max over chunks; per chunk f = exp((m − M)·s) and the
-   weighted sum Σ f·l (the contract's order, docs/numerics.md "Split-S1 combine");
-3. per chunk, ``TLOAD O`` (MTE2) of its unnormalised O into a UB ping-pong slot,
-   then ``VEC accumulate`` (V): acc += f ⊙row O;
-4. ``VEC normalise`` (V): acc ⊘row L, and ``TSTORE O`` (MTE3).
-
-The numerics run as one :meth:`~tfa_sim.backends.interface.Backend.combine` call at step 4
-over the chunks in order (chunk 0 … N−1), which is what the loads delivered.
+Per row block, each AIV takes its rows (the blocks' lane split); the listing loads every chunk's running max and
+sum of them (``TLOAD m,l``), computes M = max over the chunks' maxima, per chunk f = exp((m − M)·s) and the
+weighted sum L = Σ f·l (``VEC factors``, the contract's order: docs/numerics.md "Split-S1 combine"), then per chunk
+loads its unnormalised O into a UB ping-pong slot and adds f ⊙row O (``VEC accumulate``), and finally divides by L
+(``VEC normalise``) and stores O.  The numerics run as one :meth:`~tfa_sim.backends.interface.Backend.combine` call
+over the chunks in order (chunk 0 … N−1), which is what the loads delivered, at the normalisation — or, for a
+listing whose math is not the shipped one, its lines one by one.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any
 
@@ -23,25 +20,58 @@ import numpy as np
 import simpy
 
 from tfa_sim.buffers.capacity import FP32
-from tfa_sim.buffers.data import Compute, Dump, Move, View
+from tfa_sim.buffers.data import Compute, Dump, View
 from tfa_sim.buffers.pools import HazardError, PingPong
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
-from tfa_sim.engine.pipes import GmMove, Instr, Pipe, Stats
-from tfa_sim.spec import work
+from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
+from tfa_sim.listing.library import StageListing
+from tfa_sim.listing.program import Step
+from tfa_sim.listing.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.spec.blocks import CombineBlock
 from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.units import LANES, vec_unit
 from tfa_sim.stages import COMBINE
 from tfa_sim.stages.block_kernel import Numerics, Partials
+from tfa_sim.stages.driver import Bind, Binds, Site, issue, scratch_bind
 from tfa_sim.stages.plan import KernelPlan
+from tfa_sim.stages.vector_math import interpreted, last_vector, semantics
 
 STAGE = COMBINE
+ROW = ("1", "rows")
+def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    """A row block's combine over the run's chunks (two without a split: ``tfa-sim listing``'s call)."""
+    combine = plan.geometry.combine
+    chunks = max((len(b.chunks) for b in combine.order), default=2) if combine is not None else 2
+    return {"chunks": chunks}, {"rows": plan.shape.half, "head": plan.shape.head}
+
+VOCABULARY = declare(Vocabulary(
+    STAGE, "AIV",
+    tiles={"ml": Tile("UB", ("1", "rows")), "m": Tile("UB", ROW, indexed=True, within="ml"),
+           "l": Tile("UB", ROW, indexed=True, within="ml"), "partial_ml": Tile("GM", ("1", "rows")),
+           "o": Tile("UB", ("rows", "head"), pool=True), "partial_o": Tile("GM", ("rows", "head"), indexed=True),
+           "out": Tile("UB", ("rows", "head"), role="output"), "gm_o": Tile("GM", ("rows", "head"), role="output")},
+    scalars=frozenset({"scale"}), dims=frozenset({"rows", "head", "chunks"}), context={"chunks": (1, 2, 3)},
+    label="factors",
+    steady=steady))
 
 
 def merge(backend: Any, scale: np.float32, o: np.ndarray, m: np.ndarray, l: np.ndarray) -> np.ndarray:
     """The combine of one AIV's rows: ``o`` [chunks, rows, HEAD], ``m``/``l`` [chunks, rows]."""
     return backend.combine(list(o), list(m), list(l), scale)
+
+
+def merge_of(listing: StageListing, backend: Any, chunks: int, scale: np.float32) -> Callable[..., np.ndarray]:
+    """What the combine of ``chunks`` chunks computes, as :func:`merge` takes it (o, m, l of every chunk): the
+    backend's combine when the listing's lines are the shipped math, else the lines one by one."""
+    lines = tuple(ln for s in listing.steps(chunks) for ln in s.instructions)
+    inputs = (*(f"m[{i}]" for i in range(chunks)), *(f"l[{i}]" for i in range(chunks)),
+              *(f"partial_o[{i}]" for i in range(chunks)))
+    scalars = {"scale": scale}
+    if listing.shipped_math({"chunks": chunks}, lines, inputs, ("out",), scalars):
+        return partial(merge, backend, scale)
+    run = interpreted(lines, semantics(backend, np.float32), scalars, listing.listing.consts, inputs, ("out",), {})
+    return lambda o, m, l: run(*m, *l, *o)[0]
 
 
 class CombineRun:
@@ -60,40 +90,60 @@ class CombineRun:
         self.programs: list[tuple[Sequence[Pipe], Program]] = [(core.vec[a], self.lane_program(a))
                                                                 for a in range(LANES)]
 
-    def gm(self, nbytes: int) -> GmMove:
-        return GmMove(nbytes, self.kernel.costs.move.gm_to_ub, None)
-
     def lane_program(self, lane: int) -> Program:
         """AIV ``lane``'s issue stream for the block (nothing for an AIV without rows)."""
         b, k = self.block, self.kernel
         row0, rows = b.lane_rows(lane)
         if not rows:
             return
-        aiv, head, n = self.aiv[lane], k.head, len(b.chunks)
-        stats_bytes = 2 * n * rows * FP32
-        load = yield self.instr(aiv.MTE2, 0, "TLOAD m,l", self.gm(stats_bytes), nbytes=stats_bytes)
-        prev: Instr = yield self.instr(aiv.V, 0, "VEC factors", k.costs.combine_factors(rows, n), waits=(load,),
-                                       work=work.combine_factors(k.costs, rows, n))
-        o_bytes = rows * head * FP32
-        for i in range(n):
-            slot = self.ub_o[lane].slot()
-            load_o = yield self.instr(aiv.MTE2, i, "TLOAD O", self.gm(o_bytes), waits=(slot,), nbytes=o_bytes)
-            prev = yield self.instr(aiv.V, i, "VEC accumulate", k.costs.combine_accumulate(rows, head),
-                                    waits=(load_o, prev), then=(slot.release,),
-                                    work=work.combine_accumulate(k.costs, rows, head))
-        op = None
-        if k.numerics is not None:
-            out = View(np.empty((rows, head), np.float32))
-            parts, dest = self.gm_rows(row0, rows)
-            p, recorder = k.partials, k.numerics.dumps
-            dump = () if recorder is None else (Dump(recorder, "combine_o", b.index, b.tile, row0, out),)
-            op = (Compute(partial(merge, k.numerics.backend, k.scale), tuple(View(a, parts) for a in (p.o, p.m, p.l)),
-                          (out,)),
-                  Move(out, View(k.numerics.out, dest)), *dump)
-        vec = yield self.instr(aiv.V, n, "VEC normalise", k.costs.combine_normalise(rows, head), waits=(prev,),
-                               work=work.combine_normalise(k.costs, rows, head))
-        yield self.instr(aiv.MTE3, n, "TSTORE O", GmMove(o_bytes, k.costs.move.ub_to_gm, None), waits=(vec,),
-                         op=op, nbytes=o_bytes)
+        n, head, listing = len(b.chunks), k.head, k.listing
+        steps = listing.steps(n)
+        data = k.numerics
+        out = View(np.empty((rows, head), np.float32))
+
+        def gm(r: int, c: int, kind: str, location: Any = None) -> Bind:
+            return Bind("GM", r, c, FP32, location, load=kind, store=kind)
+
+        def make(name: str) -> Bind | None:
+            base = name.split("[", 1)[0]
+            if base == "ml":
+                return Bind("UB", 1, 2 * n * rows, FP32)
+            if base == "partial_ml":
+                return gm(1, 2 * n * rows, "TLOAD m,l")
+            if base in ("m", "l"):
+                return Bind("UB", 1, rows, FP32)
+            if base == "o":
+                return Bind("UB", rows, head, FP32, slot=self.ub_o[lane].slot())
+            if base == "partial_o":
+                return gm(rows, head, "TLOAD O")
+            if base == "gm_o":
+                return gm(rows, head, "TSTORE O", View(data.out, self.gm_rows(row0, rows)[1]) if data else None)
+            if base == "out":
+                return Bind("UB", rows, head, FP32, out)
+            return None
+
+        binds = Binds(make, listing.scratch({"rows": rows, "head": head}, scratch_bind))
+
+        def compute(step: Step, binds: Binds) -> tuple[Effect, ...] | None:
+            if step is not last_vector(steps) or data is None:
+                return None
+            parts, _ = self.gm_rows(row0, rows)
+            p = k.partials
+            fn = merge_of(listing, data.backend, n, k.scale)
+            return (Compute(fn, tuple(View(a, parts) for a in (p.o, p.m, p.l)), (out,)),)
+
+        def extra(step: Step, binds: Binds) -> tuple[Effect, ...]:
+            """The combine's O dumped as it is stored."""
+            recorder = data.dumps if data is not None else None
+            if recorder is None or "gm_o" not in step.instructions[0].writes:
+                return ()
+            return (Dump(recorder, "combine_o", b.index, b.tile, row0, out),)
+
+        site = Site(STAGE, self.aiv[lane], self.instr, lambda flags: None, k.costs, self.gm)
+        yield from issue(site, steps, binds, b.tile, 0, (rows, n), compute if data is not None else None, extra)
+
+    def gm(self, nbytes: int, path: str, line: Hashable | None, chunks: int) -> GmMove:
+        return GmMove(nbytes, getattr(self.kernel.costs.move, path), line, chunks)
 
     def gm_rows(self, row0: int, rows: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """Indexes of the AIV's rows: in the partials' [chunk, batch, heads, S0] layout over the block's
@@ -102,9 +152,10 @@ class CombineRun:
         parts = (np.array(self.block.chunks)[:, None], r.batch, r.heads[own][None, :], r.pos[own][None, :])
         return parts, (r.batch, r.heads[own], r.pos[own])
 
-    def instr(self, pipe: Pipe, sub: int, kind: str, cost: float | GmMove, waits: tuple[Any, ...] = (),
-              op: Any = None, then: tuple[Any, ...] = (), nbytes: int = 0, work: str | None = None) -> Instr:
-        return Instr(pipe, STAGE, self.block.index, 0, sub, kind, cost, waits, op, then, nbytes, 0, work)
+    def instr(self, _t: int, sub: int, pipe: Pipe, kind: str, cost: float | GmMove, waits: tuple[Any, ...] = (),
+              op: Any = None, then: tuple[Any, ...] = (), nbytes: int = 0, flops: int = 0,
+              work: str | None = None) -> Instr:
+        return Instr(pipe, STAGE, self.block.index, 0, sub, kind, cost, waits, op, then, nbytes, flops, work)
 
     def finish(self, keep_tiles: bool = False) -> None:
         """At block end every UB slot must be released; then drop the tiles (unless ``keep_tiles``)."""
@@ -133,7 +184,7 @@ class CombineKernel:
         combine = dispatch or plan.geometry.combine
         assert combine is not None, "a split run has a combine launch"
         self.dispatch, self.config, self.costs, self.numerics = combine, plan.config, plan.costs, numerics
-        self.head = plan.shape.head
+        self.head, self.listing = plan.shape.head, plan.listings[STAGE]
         self.scale = np.float32(1.0) if plan.shape.softcap else plan.shape.scale
 
     @property

@@ -11,7 +11,6 @@ import sys
 
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
-from tfa_sim.engine.pipes import Instr
 from tfa_sim.spec.choices import STAGE_ORDER
 from tfa_sim.stages.accumulators import Accumulators
 from tfa_sim.stages.block_kernel import BlockKernel
@@ -21,7 +20,7 @@ from tfa_sim.stages.compute_pv import compute_pv
 from tfa_sim.stages.compute_qk import compute_qk
 
 
-def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> Program:
+def aic_steady(k: BlockKernel, q_l1: Slot, acc: Accumulators) -> Program:
     """The AIC's steady loop and tail."""
     tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     for t in range(tiles):
@@ -30,7 +29,7 @@ def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> 
         for s in range(kf):
             yield from compute_pv(k, t, s, pv_acc)
             if nxt < tiles:
-                yield from compute_qk(k, nxt, s, q_load, q_l1, qk_acc)
+                yield from compute_qk(k, nxt, s, q_l1, qk_acc)
 
 
 def aiv_steady(k: BlockKernel, lane: int, src: int) -> Program:

@@ -11,7 +11,6 @@ import sys
 
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
-from tfa_sim.engine.pipes import Instr
 from tfa_sim.spec.choices import STAGE_ORDER
 from tfa_sim.stages.accumulators import Accumulators
 from tfa_sim.stages.block_kernel import BlockKernel
@@ -21,13 +20,13 @@ from tfa_sim.stages.compute_pv import compute_pv
 from tfa_sim.stages.compute_qk import compute_qk
 
 
-def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> Program:
+def aic_steady(k: BlockKernel, q_l1: Slot, acc: Accumulators) -> Program:
     """The AIC's steady loop and tail (the whole program after Q with no preload)."""
     tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
     if preload == 0:
         for t in range(tiles):
             for s in range(kf):
-                yield from compute_qk(k, t, s, q_load, q_l1, acc.qk())
+                yield from compute_qk(k, t, s, q_l1, acc.qk())
             pv_acc = acc.pv()
             for s in range(kf):
                 yield from compute_pv(k, t, s, pv_acc)
@@ -37,7 +36,7 @@ def aic_steady(k: BlockKernel, q_load: Instr, q_l1: Slot, acc: Accumulators) -> 
         qk_acc, pv_acc = acc.step(nxt < tiles)
         for s in range(kf):
             if nxt < tiles:
-                yield from compute_qk(k, nxt, s, q_load, q_l1, qk_acc)
+                yield from compute_qk(k, nxt, s, q_l1, qk_acc)
             yield from compute_pv(k, t, s, pv_acc)
 
 

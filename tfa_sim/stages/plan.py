@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.buffers.capacity import BufferPlan, buffer_plan, cube_k
+from tfa_sim.listing.library import StageListing, listings_of
 from tfa_sim.numerics.rounding import input_dtype, kernel_cube_k, softmax_scale
 from tfa_sim.spec.blocks import config_mask, prefetched_rows
 from tfa_sim.spec.choices import Value, resolve
@@ -80,11 +81,9 @@ class KernelPlan:
     prefetched: int
     launch_grid: LaunchGrid
     stage_order: Any  # a module or object with aic_steady, aiv_steady and lead (tfa_sim.stages.order_qk_pv)
-    pv_loads: Any  # tfa_sim.stages.compute_pv.PvLoads
-    talloc: Any  # tfa_sim.stages.handoffs.Talloc
-    cube_handoff: Any  # tfa_sim.stages.handoffs.CubeHandoff
     accumulators: Any  # a class of tfa_sim.stages.accumulators
     gu_rows: Any  # tfa_sim.stages.compute_gu: parts per kTileFactor
+    listings: dict[str, StageListing]  # each stage's listing (its calls' steps)
 
     @property
     def choices(self) -> dict[str, Any]:
@@ -106,8 +105,8 @@ def kernel_plan(config: Config, hw: Hardware | None = None, mask: Mask | None = 
     loaded already."""
     hw = chip(config, hw)
     values = resolve(config.kernel)
+    listings = listings_of(config)
     geometry = launch_geometry(config, hw.cube_cores, mask or config_mask(config))
-    return KernelPlan(config, hw, values, geometry, shape_of(config, hw), buffer_plan(config),
-                      Costs(hw, values["softmax"].does), prefetched_rows(config), values["launch_grid"].does,
-                      values["stage_order"].does, values["pv_loads"].does, values["talloc"].does,
-                      values["cube_handoff"].does, values["accumulators"].does, values["gu_rows"].does)
+    return KernelPlan(config, hw, values, geometry, shape_of(config, hw), buffer_plan(config), Costs(hw),
+                      prefetched_rows(config), values["launch_grid"].does, values["stage_order"].does,
+                      values["accumulators"].does, values["gu_rows"].does, listings)

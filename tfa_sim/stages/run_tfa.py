@@ -33,22 +33,24 @@ from tfa_sim.spec.blocks import Block, prefetch_signature
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.geometry import CoreUnits, Dispatch
 from tfa_sim.spec.units import LANES
-from tfa_sim.stages import EPILOGUE, STAGES
+from tfa_sim.stages import STAGES
 from tfa_sim.stages.block_kernel import BlockKernel, Numerics
 from tfa_sim.stages.compute_p import compute_p
-from tfa_sim.stages.compute_qk import compute_qk, load_q
+from tfa_sim.stages.compute_qk import compute_qk
+from tfa_sim.stages.epilogue import epilogue
 from tfa_sim.stages.plan import KernelPlan
 
 
 def aic_unit(k: BlockKernel) -> Program:
-    """The AIC's issue stream for one unit: Q, the QK prologue, the steady loop; returns Q's L1 slot."""
+    """The AIC's issue stream for one unit: the QK prologue (its first call loads Q), the steady loop; returns Q's
+    L1 slot."""
     tiles, preload, kf = k.block.tiles, k.plan.shape.qk_preload, k.plan.shape.k_tile_factor
-    q_load, q_l1 = yield from load_q(k)
+    q_l1 = k.buf.l1_q.slot()
     acc = k.plan.accumulators(k.buf.l0c)
     for t in range(min(preload, tiles)):  # prologue
         for s in range(kf):
-            yield from compute_qk(k, t, s, q_load, q_l1, acc.qk())
-    yield from k.plan.stage_order.aic_steady(k, q_load, q_l1, acc)
+            yield from compute_qk(k, t, s, q_l1, acc.qk())
+    yield from k.plan.stage_order.aic_steady(k, q_l1, acc)
     return q_l1
 
 
@@ -65,28 +67,16 @@ def aiv_unit(k: BlockKernel, lane: int, src: int) -> Program:
 
 # ---- the hardware-dispatched grid: a block per dispatch -----------------------------------------------------
 def aic_block(k: BlockKernel) -> Program:
-    """The AIC's issue stream for one block: its unit, then wait for the credits of the QK and PV FIFOs nobody
-    waited for and for both AIVs' block end, and free Q."""
+    """The AIC's issue stream for one block: its unit, then its epilogue."""
     q_l1 = yield from aic_unit(k)
-    tiles = k.block.tiles
-    fifos = k.buf.fifos
-    drain = [fifo.consumed[a] for fifo in (fifos.qk, fifos.pv) for a in range(LANES)
-             for _ in range(fifo.undrained_credits(tiles))]
-    yield k.wait(EPILOGUE, [*drain, *k.buf.block_end])
-    yield k.instr(k.aic.FIX, EPILOGUE, tiles, 0, "block end", 0.0, then=(q_l1.release,))
+    yield from epilogue(k, "aic", "unit", k.block.tiles, q_l1=q_l1)
 
 
 def aiv_block(k: BlockKernel, lane: int) -> Program:
-    """AIV ``lane``'s issue stream for one block: its unit, then (after the output store) drain the P FIFO's
-    undrained credits and signal block end."""
+    """AIV ``lane``'s issue stream for one block: its unit, then its epilogue."""
     _, store = yield from aiv_unit(k, lane, 0)
     assert isinstance(store, Instr), "a unit has at least one tile"
-    p = k.buf.fifos.p
-    drain = [p.consumed[lane]] * p.undrained_credits(k.block.tiles)
-    if drain:
-        yield k.wait(EPILOGUE, drain)
-    yield k.instr(k.aiv[lane].MTE3, EPILOGUE, k.block.tiles, 0, "signal block end", 0.0, waits=(store,),
-                  then=(k.buf.block_end[lane].set,))
+    yield from epilogue(k, "aiv", "unit", k.block.tiles, lane)
 
 
 # ---- the persistent grid: a core's units in one program --------------------------------------------------
@@ -99,27 +89,19 @@ def unit_views(k: BlockKernel, units: tuple[Block, ...]) -> Iterator[BlockKernel
 
 
 def aic_core(k: BlockKernel, units: tuple[Block, ...]) -> Program:
-    """The AIC's issue stream over the core's units (each freeing its Q tile once the MTE1 has moved it for the
-    last time), then the credits its pipes drain."""
+    """The AIC's issue stream over the core's units, each followed by its epilogue, then the core's."""
     for view in unit_views(k, units):
         q_l1: Slot = yield from aic_unit(view)
-        yield view.instr(view.aic.MTE1, EPILOGUE, view.block.tiles, 0, "Q tile free", 0.0, then=(q_l1.release,))
-    total = sum(b.tiles for b in units)
-    drain = [f.consumed[a] for f in (k.buf.fifos.qk, k.buf.fifos.pv) for a in range(LANES)
-             for _ in range(f.undrained_credits(total))]
-    if drain:
-        yield k.wait(EPILOGUE, drain)
+        yield from epilogue(view, "aic", "unit", view.block.tiles, q_l1=q_l1)
+    yield from epilogue(k, "aic", "core", sum(b.tiles for b in units))
 
 
 def aiv_core(k: BlockKernel, units: tuple[Block, ...], lane: int) -> Program:
-    """AIV ``lane``'s issue stream over the core's units, then the P credits its pipe drains."""
+    """AIV ``lane``'s issue stream over the core's units, then the core's epilogue."""
     src = 0  # the UB source/x_exp ping-pong counter runs on across the units
     for view in unit_views(k, units):
         src, _ = yield from aiv_unit(view, lane, src)
-    p = k.buf.fifos.p
-    drain = [p.consumed[lane]] * p.undrained_credits(sum(b.tiles for b in units))
-    if drain:
-        yield k.wait(EPILOGUE, drain)
+    yield from epilogue(k, "aiv", "core", sum(b.tiles for b in units), lane)
 
 
 class TfaKernel:

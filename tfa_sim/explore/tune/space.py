@@ -98,7 +98,7 @@ class Candidate:
 
 def _tunable(key: str) -> bool:
     section = key.partition(".")[0]
-    return section in ("tiling", "schedule") or key == "hardware.cores" or (section == "kernel" and
+    return section in ("tiling", "schedule", "listings") or key == "hardware.cores" or (section == "kernel" and
                                                                              key != "kernel.build")
 
 
