@@ -19,6 +19,7 @@ from tfa_sim.api import __version__
 from tfa_sim.backends import get_backend
 from tfa_sim.engine.chip import SimResult
 from tfa_sim.engine.report import format_timing, timing_summary
+from tfa_sim.listings.library import MATH_STAGES
 from tfa_sim.numerics.blas import blas_threads
 from tfa_sim.numerics.compare import compare, rule_eps
 from tfa_sim.numerics.inputs import Inputs, generate_inputs, load_inputs
@@ -145,6 +146,7 @@ def started(config: Config, inputs_dir: str | None = None, event_log: bool = Tru
         summary["overhead"] = dataclasses.asdict(hw.overhead)
         summary["bottleneck"] = bottleneck(sim, hw)
         summary["roofline"] = roofline(summary, hw, sim.stats.events)
+        summary["listings"] = listing_summary(plan)
         summary.update(config=config.to_dict(), versions=versions())
         yield Computed(config, plan, sim, numerics, summary,
                        partial(_compare, numerics, config, shared) if numerics and shared else None)
@@ -305,6 +307,17 @@ def bottleneck(sim: Any, hw: Any) -> dict[str, Any]:
     return out
 
 
+def listing_summary(plan: KernelPlan) -> dict[str, dict[str, str]]:
+    """Each stage's listing and, for the stages that compute, whether its math is the shipped listing's (the
+    backend's kernels) or its own (the lines one by one, in numpy: docs/kernel.md, "Listings")."""
+    out = {}
+    for stage, listing in plan.listings.items():
+        out[stage] = {"listing": listing.value}
+        if stage in MATH_STAGES:
+            out[stage]["math"] = "listing" if listing.changes_math() else "shipped"
+    return out
+
+
 def _numerics_words(s: dict[str, Any]) -> str:
     """``exp=tfa`` (the npu reference), or ``reference=cpu_sim`` with CPU_SIM's exp."""
     if s.get("reference", "npu") == "cpu_sim":
@@ -327,6 +340,10 @@ def format_summary(s: dict[str, Any], out_dir: Path) -> str:
         lines.append(f"  critical path: skipped, {cp['skipped']}")
     lines += [f"  {b['text']}" for b in s["bottleneck"]["bubbles"][:4]]
     lines += format_nearest(s)
+    own = [f"{stage} ({v['listing']})" for stage, v in s.get("listings", {}).items() if v.get("math") == "listing"]
+    if own and "backend" in s:
+        lines.append(f"  listings with math of their own: {', '.join(own)}: their vector steps ran instruction by "
+                     f"instruction in numpy (the native kernels run the shipped math only)")
     if "golden" in s:
         g = s["golden"]["vs_reference_fp64"]
         verdict = "PASS" if passed(s) else "FAIL"

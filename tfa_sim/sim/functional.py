@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tfa_sim.backends.interface import Backend
-from tfa_sim.listing.library import StageListing, listings_of
+from tfa_sim.listings.library import StageListing, listings_of
 from tfa_sim.numerics.blas import blas_threads
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.numerics.intermediates import INTERMEDIATES, block_index, empty_full

@@ -186,13 +186,13 @@ STAGE_ORDER = registry("stage_order", "the steady loop's order of stage calls", 
                        "a module with `aic_steady(k, q_l1, acc)` and `aiv_steady(k, lane, src)` "
                        "(tfa_sim.stages.order_qk_pv)", _has("aic_steady", "aiv_steady"))
 PV_LOADS = registry("pv_loads", "compute_pv's order of its V and P loads", "v_first",
-                    "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listing.vocabulary)",
+                    "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listings.vocabulary)",
                     _has("stages"))
 TALLOC = registry("talloc", "where a producer allocates its FIFO slot", "before_store",
-                  "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listing.vocabulary)",
+                  "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listings.vocabulary)",
                   _has("stages"))
 CUBE_HANDOFF = registry("cube_handoff", "how the cube's M pipe hands an accumulator to FIX", "flags",
-                        "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listing.vocabulary)",
+                        "`Selects(stages)`: the stages whose listings test the value (tfa_sim.listings.vocabulary)",
                         _has("stages"))
 ACCUMULATORS = registry("accumulators", "which L0C accumulator each QK and PV tile takes", "running",
                         "a class of `l0c` with `qk()`, `pv()`, `step(has_next)` (tfa_sim.stages.accumulators)",

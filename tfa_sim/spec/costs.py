@@ -1,5 +1,5 @@
 """What an instruction group costs, in cycles, from the hardware preset: the cost rule of each instruction class
-(the listings say which instructions a stage issues: :mod:`tfa_sim.listing`).
+(the listings say which instructions a stage issues: :mod:`tfa_sim.listings`).
 
 * cube TMATMUL: ceil(M/16)·ceil(K/16)·ceil(N/16) + 6 per CubeK panel;
 * on-chip moves (TEXTRACT L1→L0A/L0B): bytes / path rate;

@@ -25,9 +25,9 @@ from tfa_sim.buffers.pools import HazardError, PingPong
 from tfa_sim.engine.core import Core
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
-from tfa_sim.listing.library import StageListing
-from tfa_sim.listing.program import Step
-from tfa_sim.listing.vocabulary import Tile, Vocabulary, declare
+from tfa_sim.listings.library import StageListing
+from tfa_sim.listings.program import Step
+from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.spec.blocks import CombineBlock
 from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.units import LANES, vec_unit

@@ -22,9 +22,9 @@ from tfa_sim.buffers.capacity import FP32
 from tfa_sim.buffers.data import Compute, Const, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, Instr
-from tfa_sim.listing.library import StageListing
-from tfa_sim.listing.program import Step
-from tfa_sim.listing.vocabulary import Tile, Vocabulary, declare
+from tfa_sim.listings.library import StageListing
+from tfa_sim.listings.program import Step
+from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.spec.choices import GU_ROWS
 from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind

@@ -22,9 +22,9 @@ from tfa_sim.buffers.capacity import FP16, FP32
 from tfa_sim.buffers.data import DISCARD, Compute, Const, View
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
-from tfa_sim.listing.library import StageListing
-from tfa_sim.listing.program import Step
-from tfa_sim.listing.vocabulary import Tile, Vocabulary, declare
+from tfa_sim.listings.library import StageListing
+from tfa_sim.listings.program import Step
+from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind
 from tfa_sim.stages.plan import Shape

@@ -26,8 +26,8 @@ from tfa_sim.buffers.data import Compute
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
-from tfa_sim.listing.program import Step
-from tfa_sim.listing.vocabulary import Selects, Tile, Vocabulary, declare
+from tfa_sim.listings.program import Step
+from tfa_sim.listings.vocabulary import Selects, Tile, Vocabulary, declare
 from tfa_sim.numerics.rounding import panels
 from tfa_sim.spec.blocks import Block
 from tfa_sim.spec.choices import PV_LOADS

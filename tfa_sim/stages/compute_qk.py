@@ -25,8 +25,8 @@ from tfa_sim.buffers.data import Compute
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect
-from tfa_sim.listing.program import Step
-from tfa_sim.listing.vocabulary import Tile, Vocabulary, declare
+from tfa_sim.listings.program import Step
+from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.numerics.rounding import panels
 from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind

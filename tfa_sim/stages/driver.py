@@ -1,4 +1,4 @@
-"""A stage call's listing issued: its steps (:mod:`tfa_sim.listing.program`) as the unit's flag waits and
+"""A stage call's listing issued: its steps (:mod:`tfa_sim.listings.program`) as the unit's flag waits and
 instruction groups, each with its cost by instruction class, its waits, its data steps and its completion effects.
 
 The stage module says what the listing's names are in this call (:class:`Bind`: where a tile lives, its shape,
@@ -17,9 +17,9 @@ import numpy as np
 from tfa_sim.buffers.data import Const, Move
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
-from tfa_sim.listing.program import PATHS, Step
-from tfa_sim.listing.resolve import Line, is_barrier
-from tfa_sim.listing.syntax import DTYPES, ConstDecl
+from tfa_sim.listings.program import PATHS, Step
+from tfa_sim.listings.resolve import Line, is_barrier
+from tfa_sim.listings.syntax import DTYPES, ConstDecl
 from tfa_sim.spec import work
 from tfa_sim.spec.costs import Costs, Group, VectorOp
 from tfa_sim.stages.handoffs import matmul, store
@@ -170,7 +170,7 @@ def _wait(kind: str, ref: Any, done: list[Any], binds: Binds, site: Site) -> Any
 
 
 def _effects(step: Step, binds: Binds) -> tuple[Effect, ...]:
-    """The group's completion effects in their order (:data:`tfa_sim.listing.program.EFFECT_ORDER`)."""
+    """The group's completion effects in their order (:data:`tfa_sim.listings.program.EFFECT_ORDER`)."""
     effects: list[Effect] = []
     for kind, name in step.ordered:
         bind = binds[name]

@@ -7,7 +7,7 @@ from typing import Any
 
 from tfa_sim.buffers.pools import Slot
 from tfa_sim.engine.issue import Program
-from tfa_sim.listing.vocabulary import Tile, Vocabulary, declare
+from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.spec.units import LANES
 from tfa_sim.stages import EPILOGUE
 from tfa_sim.stages.block_kernel import BlockKernel

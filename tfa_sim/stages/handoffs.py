@@ -17,7 +17,7 @@ from typing import Any
 
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
-from tfa_sim.listing.vocabulary import Selects
+from tfa_sim.listings.vocabulary import Selects
 from tfa_sim.spec.choices import CUBE_HANDOFF, TALLOC
 from tfa_sim.spec.costs import Costs
 

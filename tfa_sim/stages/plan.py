@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tfa_sim.buffers.capacity import BufferPlan, buffer_plan, cube_k
-from tfa_sim.listing.library import StageListing, listings_of
+from tfa_sim.listings.library import StageListing, listings_of
 from tfa_sim.numerics.rounding import input_dtype, kernel_cube_k, softmax_scale
 from tfa_sim.spec.blocks import config_mask, prefetched_rows
 from tfa_sim.spec.choices import Value, resolve

@@ -1,6 +1,6 @@
 """What a call's vector lines compute: the backend's stage kernel when the lines write the shipped listing's math
 (today's bits on both backends), else the lines one by one in numpy with the kernel's rounding
-(:mod:`tfa_sim.listing.interpret`) — on either backend: the native kernels run the shipped math only, so a listing
+(:mod:`tfa_sim.listings.interpret`) — on either backend: the native kernels run the shipped math only, so a listing
 that changes the math runs its vector steps in numpy (the run's report says so)."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.listing.interpret import run
-from tfa_sim.listing.isa import Semantics
-from tfa_sim.listing.program import Step
-from tfa_sim.listing.resolve import Line
+from tfa_sim.listings.interpret import run
+from tfa_sim.listings.isa import Semantics
+from tfa_sim.listings.program import Step
+from tfa_sim.listings.resolve import Line
 from tfa_sim.numerics import rounding as nx
 
 

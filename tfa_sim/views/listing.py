@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfa_sim.listing.library import STAGES, StageListing
-from tfa_sim.listing.program import PATHS, Step, where
-from tfa_sim.listing.resolve import Line, is_barrier
-from tfa_sim.listing.syntax import DTYPES
+from tfa_sim.listings.library import STAGES, StageListing
+from tfa_sim.listings.program import PATHS, Step, where
+from tfa_sim.listings.resolve import Line, is_barrier
+from tfa_sim.listings.syntax import DTYPES
 from tfa_sim.spec.errors import InputError
 from tfa_sim.stages.driver import Bind, Binds, scratch_bind, vector_ops
 from tfa_sim.stages.plan import KernelPlan

@@ -7,9 +7,9 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from tfa_sim.listing.isa import EVENTS, ISA, MODES, PIPES, Op, arity, fixed_roles
-from tfa_sim.listing.syntax import Call, Expr, For, If, Listing, Number, Text, TileArg
-from tfa_sim.listing.vocabulary import Vocabulary
+from tfa_sim.listings.isa import EVENTS, ISA, MODES, PIPES, Op, arity, fixed_roles
+from tfa_sim.listings.syntax import Call, Expr, For, If, Listing, Number, Text, TileArg
+from tfa_sim.listings.vocabulary import Vocabulary
 from tfa_sim.spec.errors import InputError
 
 #: Template arguments an instruction may take.
@@ -43,7 +43,7 @@ def place_of(name: str, listing: Listing, vocabulary: Vocabulary) -> str:
 
 
 def check(listing: Listing, vocabulary: Vocabulary, choices: Iterable[str]) -> None:
-    """Every problem :mod:`this module <tfa_sim.listing.check>` looks for, the first as an InputError."""
+    """Every problem :mod:`this module <tfa_sim.listings.check>` looks for, the first as an InputError."""
     names = set(vocabulary.context) | set(choices) | set(vocabulary.dims)
     for decl in listing.tiles.values():
         if decl.name in vocabulary.tiles:

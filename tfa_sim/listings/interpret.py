@@ -1,5 +1,5 @@
 """A listing's vector instructions run one by one on numpy tiles, each with the kernel's rounding
-(:mod:`tfa_sim.listing.isa`): the numerics of a listing whose math is not the shipped one."""
+(:mod:`tfa_sim.listings.isa`): the numerics of a listing whose math is not the shipped one."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.listing.isa import Semantics
-from tfa_sim.listing.resolve import Line
+from tfa_sim.listings.isa import Semantics
+from tfa_sim.listings.resolve import Line
 
 
 def run(lines: Iterable[Line], tiles: dict[str, Any], semantics: Semantics, scalars: Mapping[str, Any],

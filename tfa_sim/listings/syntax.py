@@ -15,7 +15,7 @@ A listing is one stage's program, one statement a line, ``#`` to the end of a li
         TMAX(big_m, big_m, m[n])
     end
 
-Reading checks the grammar only (what every line is); :mod:`tfa_sim.listing.check` checks what the lines name.
+Reading checks the grammar only (what every line is); :mod:`tfa_sim.listings.check` checks what the lines name.
 Every error is an :class:`~tfa_sim.spec.errors.InputError` naming ``file:line`` and the fix.
 """
 from __future__ import annotations

@@ -29,11 +29,11 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tfa_sim.listing.isa import PIPES
-from tfa_sim.listing.program import dma_pipe
-from tfa_sim.listing.resolve import Line, flatten
-from tfa_sim.listing.syntax import Listing
-from tfa_sim.listing.vocabulary import Vocabulary
+from tfa_sim.listings.isa import PIPES
+from tfa_sim.listings.program import dma_pipe
+from tfa_sim.listings.resolve import Line, flatten
+from tfa_sim.listings.syntax import Listing
+from tfa_sim.listings.vocabulary import Vocabulary
 from tfa_sim.spec.errors import InputError, ScheduleError
 
 #: Each rule: what it forbids, its sources, the fix.

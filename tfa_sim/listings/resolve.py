@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tfa_sim.listing.isa import ISA, Op, fixed_roles
-from tfa_sim.listing.syntax import Call, For, If, Listing, Number, Sync, Text, TileArg, Vec
+from tfa_sim.listings.isa import ISA, Op, fixed_roles
+from tfa_sim.listings.syntax import Call, For, If, Listing, Number, Sync, Text, TileArg, Vec
 from tfa_sim.spec.errors import InputError
 
 #: Roles whose operand is a tile.

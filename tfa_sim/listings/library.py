@@ -1,5 +1,5 @@
 """The listings a run uses: a shipped one by name (configs/listings/STAGE/NAME.lst) or a file by path, read,
-checked (:mod:`~tfa_sim.listing.check`, :mod:`~tfa_sim.listing.races`) and resolved per call once; what each
+checked (:mod:`~tfa_sim.listings.check`, :mod:`~tfa_sim.listings.races`) and resolved per call once; what each
 stage's calls issue (:class:`StageListing`)."""
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.listing import check, races
-from tfa_sim.listing.math import expressions
-from tfa_sim.listing.program import Step, compile_steps, where
-from tfa_sim.listing.resolve import Line, flatten
-from tfa_sim.listing.syntax import Listing, read
-from tfa_sim.listing.vocabulary import VOCABULARIES, Vocabulary
+from tfa_sim.listings import check, races
+from tfa_sim.listings.math import expressions
+from tfa_sim.listings.program import Step, compile_steps, where
+from tfa_sim.listings.resolve import Line, flatten
+from tfa_sim.listings.syntax import Listing, read
+from tfa_sim.listings.vocabulary import VOCABULARIES, Vocabulary
 from tfa_sim.spec.choices import resolve
 from tfa_sim.spec.config import CONFIG_DIR
 from tfa_sim.spec.errors import InputError
@@ -27,6 +27,8 @@ PROVIDERS = ("tfa_sim.stages.compute_qk", "tfa_sim.stages.compute_p", "tfa_sim.s
              "tfa_sim.stages.compute_gu", "tfa_sim.stages.epilogue", "tfa_sim.stages.combine")
 #: The stages a listing may be given for, in the order a run's report names them.
 STAGES = ("compute_qk", "compute_p", "compute_pv", "compute_gu", "epilogue", "combine")
+#: The stages whose vector lines compute the numerics (the others move data and multiply).
+MATH_STAGES = ("compute_p", "compute_gu", "combine")
 #: Each stage's default listing: the manual kernel's.
 DEFAULT = "manual"
 SUFFIX = ".lst"
@@ -125,6 +127,21 @@ class StageListing:
             decls = {**self.listing.tiles, **self.listing.consts}
             made = self._scratch[key] = {name: make(decl, dims) for name, decl in decls.items()}
         return made
+
+    def changes_math(self) -> bool:
+        """Whether some call of this listing writes into its stage's tiles what the shipped listing's does not
+        (the math of every combination of the stage's names, the scalars by name)."""
+        if "_changes" not in self.__dict__:
+            outputs = tuple(self.vocabulary.tiles)
+            self.__dict__["_changes"] = any(
+                expressions(self._vector(names, self.listing), (), outputs, {})
+                != expressions(self._vector(names, self.reference), (), outputs, {})
+                for names in races.contexts(self.vocabulary, {}))
+        return bool(self.__dict__["_changes"])
+
+    def _vector(self, names: Mapping[str, Any], listing: Listing) -> list[Line]:
+        return [ln for ln in flatten(listing, {**self.choices, **names}, self.vocabulary.label)
+                if ln.op.vector or ln.op.name in ("TLOAD", "TSTORE")]
 
     def shipped_math(self, call: Mapping[str, Any], lines: tuple[Line, ...], inputs: tuple[str, ...],
                      outputs: tuple[str, ...], scalars: Mapping[str, Any]) -> bool:

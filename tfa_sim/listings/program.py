@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfa_sim.listing.isa import PIPES
-from tfa_sim.listing.resolve import Line, is_barrier
-from tfa_sim.listing.vocabulary import Vocabulary
+from tfa_sim.listings.isa import PIPES
+from tfa_sim.listings.resolve import Line, is_barrier
+from tfa_sim.listings.vocabulary import Vocabulary
 
 #: Completion effects, in the order they run.
 EFFECT_ORDER = ("claim", "ring_read", "release", "ring_write", "free", "push", "set")

@@ -2,14 +2,14 @@
 stage's outputs compute the same bits, whatever their barriers, their order of independent instructions or the
 tiles they keep temporaries in.  The stages compare a listing's expressions with the shipped listing's to run the
 backend's stage kernel (the shipped math) or the instruction-by-instruction interpreter
-(:mod:`tfa_sim.listing.interpret`)."""
+(:mod:`tfa_sim.listings.interpret`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tfa_sim.listing.isa import COMMUTATIVE, IDENTITY
-from tfa_sim.listing.resolve import Line
+from tfa_sim.listings.isa import COMMUTATIVE, IDENTITY
+from tfa_sim.listings.resolve import Line
 
 Expr = tuple[Any, ...]
 
@@ -38,7 +38,7 @@ def expressions(lines: Iterable[Line], inputs: Iterable[str], outputs: Iterable[
             if role == "r":
                 args.append(read(a))
             elif role == "s":
-                args.append(("s", float(scalars[a]) if isinstance(a, str) else float(a)))
+                args.append(("s", scalars.get(a, a) if isinstance(a, str) else float(a)))
             elif role == "m":
                 args.append(("m", a))
         if name in IDENTITY or (name == "TMULS" and args[1] == ("s", 1.0)):
