@@ -10,7 +10,6 @@ from tfa_sim.clock.simpy_adapter import run
 from tfa_sim.numerics.inputs import generate_inputs
 from tfa_sim.sim.functional import run_functional
 from tfa_sim.sim.simulation import simulate
-from tfa_sim.spec.costs import Costs, Step, VectorOp, compute_gu_ops, compute_p_ops, insert_sync, port_softmax
 from tfa_sim.spec.errors import ScheduleError
 from tfa_sim.spec.hardware import load_hardware
 from tfa_sim.spec.load import load_config
@@ -144,50 +143,3 @@ def test_preload_equal_to_fifo_depth_overwrites_l1_exp_max_with_enough_tiles(fif
     want = (f"l1_exp_max slot {slot} overwritten by VEC softmax [compute_p t{fifo + 1} #0]",
             "the entry of tile 1 is still unread", "O would be wrong")
     assert all(w in msg for w in want), msg
-
-
-def names(groups):
-    return [[op.name for op in group] for group in groups]
-
-
-def test_compute_p_ops_are_the_kernels_sequence_with_its_barriers():
-    """pto_macro_fa_softmax: instructions in order, a pipe_barrier(PIPE_V) between the groups."""
-    assert names(compute_p_ops(32, 256, True, "none")) == [
-        ["TROWMAX"], ["TROWEXPANDSUB", "TMULS", "TEXP"], ["TROWSUM", "TCVT"]]
-    assert names(compute_p_ops(32, 256, False, "none")) == [
-        ["TROWMAX"], ["TMAX"], ["TSUB"], ["TMULS"],
-        ["TROWEXPANDSUB", "TMULS", "TMULS", "TEXP", "TEXP", "TCVT"], ["TMUL", "TROWSUM"], ["TADD"]]
-    assert names(compute_p_ops(32, 256, False, "partial"))[:3] == [["TTRI"], ["TMULS"], ["TADD"]]
-    assert names(compute_p_ops(32, 256, False, "full")) == [["TMULS", "TMULS"], ["TADDS"]]
-    assert names(compute_gu_ops(64, 128, True, False)) == []
-    assert names(compute_gu_ops(64, 128, False, True)) == [["TROWEXPANDMUL", "TADD", "TROWEXPANDDIV"]]
-
-
-def step(name, reads, writes):
-    return Step(VectorOp(name, "binary", 1, 64), frozenset(reads.split()), frozenset(writes.split()))
-
-
-def test_inserted_barriers_follow_read_after_write_write_after_write_and_write_after_read():
-    """ptoas --enable-insert-sync: a barrier before an op that touches what the ops since the last barrier
-    wrote, or writes what they read; independent ops share a group."""
-    steps = (step("A", "x", "y"), step("B", "x", "z"),  # independent: one group
-             step("C", "y", "w"),  # reads y, written by A: barrier
-             step("D", "q", "x"),  # writes x, nobody since the barrier read or wrote it: same group
-             step("E", "q", "w"),  # writes w, written by C: barrier
-             step("F", "r", "q"))  # writes q, read by E: barrier
-    assert names(insert_sync(steps)) == [["A", "B"], ["C", "D"], ["E"], ["F"]]
-
-
-def test_the_ports_softmax_has_the_compilers_barriers():
-    """emit_softmax (fa_builder.py) under insert-sync: one barrier more per later-tile row slice than the
-    manual macro, and its tile-wide exponent starts a group of its own."""
-    assert names(compute_p_ops(16, 512, True, "none", body=port_softmax)) == [
-        ["TROWMAX"], ["TROWEXPANDSUB", "TMOV"], ["TMULS"], ["TEXP"], ["TROWSUM", "TCVT"]]
-    assert names(compute_p_ops(16, 512, False, "none", body=port_softmax)) == [
-        ["TROWMAX"], ["TMAX"], ["TSUB"], ["TMOV", "TROWEXPANDSUB", "TMULS"], ["TMULS", "TEXP"], ["TEXP", "TMUL"],
-        ["TROWSUM"], ["TADD", "TCVT"]]
-    hw = load_hardware(load_config().hardware)
-    manual, port = Costs(hw), Costs(hw, port_softmax)
-    for rows, cols in ((32, 256), (16, 512)):  # the port's slices; the same instructions, so the extra cost
-        extra = port.compute_p(rows, cols, False, "none") - manual.compute_p(rows, cols, False, "none")
-        assert 0 < extra < 0.04 * manual.compute_p(rows, cols, False, "none")  # is the extra stream starts

@@ -36,6 +36,8 @@ def main(out: str) -> None:
     assert report["passed"], report
     roofs = tfa_sim.roofline("api-run", out="roofline.html")
     assert roofs["api-run"]["nearest"] and Path("roofline.html").is_file(), roofs
+    listed = tfa_sim.listing("compute_p", case=CASE)
+    assert listed["listing"] == "manual" and listed["total_cycles"] > 0, listed
     points = tfa_sim.sweep(HERE / "sweep.toml", jobs=2)
     assert list(points["status"]) == ["ok", "ok"], points
     tuned = tfa_sim.tune(case=CASE, jobs=2)

@@ -29,6 +29,9 @@ smoke timeline     timeline.svg           tfa-sim timeline r -o timeline.svg
 smoke trace        trace.json             tfa-sim trace r --out trace.json
 smoke plan         plan.svg               tfa-sim plan r -o plan.svg
 smoke roofline     r/roofline.svg         tfa-sim roofline r
+smoke listing      listing.log            tfa-sim listing compute_p --case "$CASE"
+grep -qF "compute_p: listing 'manual' (configs/listings/compute_p/manual.lst)" listing.log \
+    || { echo "smoke listing FAILED: no listing priced"; cat listing.log; exit 1; }
 smoke gen-data     g/o.bin                tfa-sim gen-data "$CASE" --out g
 smoke sweep        s/results.csv          tfa-sim sweep "$HERE/sweep.toml" --out s --jobs 2 --no-progress
 smoke sweep-report s/report.json          tfa-sim sweep-report s

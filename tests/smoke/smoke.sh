@@ -15,6 +15,9 @@ smoke timeline     timeline.html          tfa-sim timeline r -o timeline.html
 smoke trace        trace.pftrace          tfa-sim trace r --out trace.pftrace
 smoke plan         plan.png               tfa-sim plan r -o plan.png
 smoke roofline     roofline.png           tfa-sim roofline r -o roofline.png
+smoke listing      listing.log            tfa-sim listing compute_p --case "$CASE"
+grep -qF "compute_p: listing 'manual' (configs/listings/compute_p/manual.lst)" listing.log \
+    || { echo "smoke listing FAILED: no listing priced"; cat listing.log; exit 1; }
 smoke gen-data     g/o.bin                tfa-sim gen-data "$CASE" --out g
 smoke sweep        s/results.csv          tfa-sim sweep "$HERE/sweep.toml" --out s --jobs 2 --no-progress --no-plots
 smoke sweep-report s/plot_preload.png     tfa-sim sweep-report s
