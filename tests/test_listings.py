@@ -26,7 +26,7 @@ from tfa_sim.stages.compute_p import VOCABULARY as P_NAMES
 from tfa_sim.stages.compute_p import softmax_of
 from tfa_sim.stages.driver import vector_ops
 from tfa_sim.stages.plan import kernel_plan
-from tfa_sim.views.listing import binds, call_names, priced
+from tfa_sim.views.listing import binds, call_names, instruction_table, names_table, priced
 
 ROOT = Path(__file__).resolve().parents[1]
 F32 = np.float32
@@ -488,3 +488,12 @@ def test_every_shipped_vector_listing_passes_its_own_rules_at_every_barrier_the_
     plan = kernel_plan(load_config())
     steady = plan.listings["compute_p"].lines(call_names(plan, "compute_p")[0])
     assert sum(is_barrier(ln, "V") for ln in steady) == 6 and P_NAMES.label == "softmax"
+
+
+@pytest.mark.parametrize("marker, make", [("listing-names", names_table), ("listing-isa", instruction_table)])
+def test_docs_kernel_md_holds_the_tables_the_code_makes(marker, make):
+    """docs/kernel.md's names and instruction tables are the stages' vocabularies and the ISA table."""
+    text = (ROOT / "docs" / "kernel.md").read_text(encoding="utf-8")
+    table = text.split(f"<!-- {marker}:start -->\n", 1)[1].split(f"\n<!-- {marker}:end -->", 1)[0]
+    assert table.strip() == make(), f"regenerate docs/kernel.md's table: print(tfa_sim.views.listing.{make.__name__}())"
+    assert all(f"| `{name}` |" in table for name in (ISA if make is instruction_table else ()))

@@ -10,13 +10,16 @@ flags and waits take no pipe time of their own.
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from tfa_sim.listings.library import STAGES, StageListing
+from tfa_sim.listings.isa import ISA
+from tfa_sim.listings.library import PROVIDERS, STAGES, StageListing
 from tfa_sim.listings.program import PATHS, Step, where
 from tfa_sim.listings.resolve import Line, is_barrier
 from tfa_sim.listings.syntax import DTYPES
+from tfa_sim.listings.vocabulary import VOCABULARIES
 from tfa_sim.spec.errors import InputError
 from tfa_sim.stages.driver import Bind, Binds, scratch_bind, vector_ops
 from tfa_sim.stages.plan import KernelPlan
@@ -135,3 +138,46 @@ def format_listing(table: Mapping[str, Any]) -> str:
         out.append(f"{row['pipe']:<5} {cost:>9} {share:>6}  {row['line']:>3}: {row['text']}")
     out.append(f"{'':<5} {table['total_cycles']:9.1f} 100.0%  the call's pipe cycles (not its span: pipes overlap)")
     return "\n".join(out)
+
+
+def _tile_cell(name: str, tile: Any) -> str:
+    marks = [m for m, on in (("ping-pong", tile.pool), ("carried", tile.carried), ("held", tile.held),
+                             ("indexed", tile.indexed), (f"within {tile.within}", tile.within),
+                             ("ring", tile.ring)) if on]
+    return f"`{name}` {tile.where} [{', '.join(tile.shape)}] {tile.dtype} {tile.role}" + \
+        (f" ({', '.join(marks)})" if marks else "")
+
+
+def names_table() -> str:
+    """docs/kernel.md's table of the names each stage binds for its listing (the stages' vocabularies)."""
+    for module in PROVIDERS:
+        importlib.import_module(module)
+    rows = ["| stage | unit | tiles | FIFOs, flags, scalars | names a condition tests (their values) |",
+            "|---|---|---|---|---|"]
+    for stage in STAGES:
+        v = VOCABULARIES[stage]
+        tiles = "; ".join(_tile_cell(name, tile) for name, tile in v.tiles.items())
+        others = ", ".join(f"`{n}`" for n in sorted(v.fifos | v.flags | v.scalars)) or "—"
+        tests = "; ".join(f"`{k}` ({', '.join(str(x).lower() for x in vals)})" for k, vals in v.context.items())
+        rows.append(f"| `{stage}` | {v.unit} | {tiles} | {others} | {tests} |")
+    return "\n".join(rows)
+
+
+def instruction_table() -> str:
+    """docs/kernel.md's table of the instructions a listing may use (:data:`~tfa_sim.listings.isa.ISA`)."""
+    rows = ["| instruction | operands | runs on | priced as |", "|---|---|---|---|"]
+    for op in ISA.values():
+        price = f"`{op.cls}` passes, {op.form}" if op.vector else UNIT_PRICES[op.unit]
+        rows.append(f"| `{op.name}` | `{op.roles}` | {UNITS.get(op.name) or UNITS[op.unit]} | {price} |")
+    return "\n".join(rows)
+
+
+#: How each kind of unit is named and priced in :func:`instruction_table`.
+UNITS = {"V": "PIPE_V", "MTE1": "PIPE_MTE1", "M": "PIPE_M", "TLOAD": "PIPE_MTE2",
+         "TSTORE": "PIPE_MTE3 from UB, PIPE_FIX from L0C",
+         "wait": "the scalar unit (a wait)", "effect": "at the pipe's last instruction before it",
+         "mark": "its pipe", "sync": "—"}
+UNIT_PRICES = {"MTE1": "bytes over the L1→L0 rate", "M": "fractal cycles (the preset's cube)",
+               "dma": "bytes over the path's rate, the L2's latency per DMA; GM contention simulated",
+               "wait": "the time until the flag is set", "effect": "nothing", "mark": "nothing",
+               "sync": "nothing; orders the pipes"}
