@@ -83,8 +83,8 @@ def run_document(document: str, capsys: pytest.CaptureFixture[str]) -> list[Step
             Path(title[1]).write_text(body if body.endswith("\n") else body + "\n", encoding="utf-8")
             continue
         for command in (line[2:] for line in body.splitlines() if line.startswith("$ ")):
-            expected = body.split(f"$ {command}\n", 1)[1].split("\n$ ", 1)[0].splitlines() \
-                if f"$ {command}\n" in body else []
+            after = ("\n" + body + "\n").split(f"\n$ {command}\n", 1)[1]  # up to the next command
+            expected = ("\n" + after).split("\n$ ", 1)[0].splitlines()[1:]
             argv = shlex.split(command)
             if argv[0] == "tfa-sim":
                 capsys.readouterr()
