@@ -1,9 +1,10 @@
 """What each PIPE_V barrier of the shipped listings is worth: every ``pipe_barrier(PIPE_V)`` of compute_p's manual
 listing (on the manual build) and of the port's (on the dsl build, its ``sync auto`` barriers spelled out) taken
-away alone, at 4096², 32768² and 131072² (one head, 910b2, timing only, 131072² folded); the combine's on a
-split-S1 decode launch.  compute_gu, compute_qk, compute_pv and the epilogue ship no PIPE_V barrier.
+away alone, at 4096², 32768² and 131072² (one head, 910b2, timing only; the manual build's 131072² folded); the
+combine's on a split-S1 decode launch.  compute_gu, compute_qk, compute_pv and the epilogue ship no PIPE_V barrier.
 
-Run: ``python benchmarks/ablation_barriers.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 5 minutes).
+Run: ``python benchmarks/ablation_barriers.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 25
+minutes: the port's 131072² runs in full).
 A cell is the change of the kernel time from the build as built, **bold** outside its 90 % interval.  A barrier
 the race rules keep (docs/kernel.md, "Race rules") is refused before it runs: the row names the rule and the
 two lines.  A barrier inside a branch these runs never take (a mask, the softcap; the first tile's, where the
@@ -31,7 +32,10 @@ from tfa_sim.spec.choices import resolve
 from tfa_sim.spec.load import build_config
 
 SHAPES = (4096, 32768, 131072)
-FOLD_FROM = 131072
+#: Folded from here on the manual build's grid of blocks (bench_fold.py: within 0.2 % of full runs); the port's
+#: persistent launches run in full: the fold samples each core's first units, and a barrier of the first tile
+#: moves its estimate by up to 1.8 % where the full run moves 0.05 % (benchmarks/README.md, "Issue 48").
+FOLD_FROM = {"manual": 131072, "dsl": 1 << 62}
 #: (stage, shipped listing, the build that runs it).
 LISTINGS = (("compute_p", "manual", "manual"), ("compute_p", "port", "dsl"))
 #: The combine's launch: a decode step split over S1 (docs/guide/decode.md).
@@ -60,13 +64,12 @@ def spelled(text: str, stage: str, choices: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def barriers(text: str, stage: str, choices: dict[str, Any]) -> list[tuple[int, str | None]]:
+def barriers(text: str, stage: str, choices: dict[str, Any]) -> list[tuple[int, str | None, dict[str, Any]]]:
     """Each ``pipe_barrier(PIPE_V)`` line of ``text`` (its number) with the calls of these runs that reach it
-    (None: none)."""
+    (None: none) and one of them."""
     listing = read(text, stage)
     reached: dict[int, list[dict[str, Any]]] = {}
-    vocabulary = VOCABULARIES[stage]
-    for names in contexts(vocabulary, {**choices}):
+    for names in contexts(VOCABULARIES[stage], choices):
         if any(names.get(k, v) != v for k, v in RUN.items()):
             continue
         for ln in flatten(listing, names, ""):
@@ -77,8 +80,9 @@ def barriers(text: str, stage: str, choices: dict[str, Any]) -> list[tuple[int, 
         if line.strip().startswith("pipe_barrier(PIPE_V)"):
             calls = reached.get(number, [])
             firsts = {c.get("first") for c in calls}
-            out.append((number, None if not calls else
-                        "first tile" if firsts == {True} else "later tiles" if firsts == {False} else "every call"))
+            reach = None if not calls else "first tile" if firsts == {True} else "later tiles" if firsts == {False} \
+                else "every call"
+            out.append((number, reach, calls[0] if calls else {}))
     return out
 
 
@@ -98,16 +102,23 @@ def cell(got: dict[str, Any], base: dict[str, Any]) -> str:
 
 
 def refusal(message: str) -> str:
-    """A race's diagnosis in a cell: the rule, the two lines and the tile."""
+    """A race's diagnosis in a cell: the rule and the tile (the row names the two instructions)."""
     m = RACE.search(message)
-    if m is None:
-        return message
-    a, first, b, second, tile, rule = m.groups()
-    return f"{rule}: line {a} `{first}` and line {b} `{second}` ({tile})"
+    return message if m is None else f"refused: {m[6]} on `{m[5]}`"
+
+
+def between(text: str, stage: str, number: int, names: dict[str, Any]) -> str:
+    """The barrier on line ``number`` as the two vector instructions it stands between in a call (``names``)
+    that reaches it (``TROWMAX ▸ TMAX``)."""
+    lines = flatten(read(text, stage), names, "")
+    at = next(k for k, ln in enumerate(lines) if ln.call.where.line == number and is_barrier(ln, "V"))
+    before = next(ln.name for ln in reversed(lines[:at]) if ln.op.vector)
+    after = next(ln.name for ln in lines[at + 1:] if ln.op.vector)
+    return f"`{before}` ▸ `{after}` (line {number})"
 
 
 def runs(build: str, cases: list[tuple[str, int, dict[str, Any]]], change: dict[str, Any]) -> list[dict[str, Any]]:
-    return [run(build, s, {**case, **change}, FOLD_FROM) for _, s, case in cases]
+    return [run(build, s, {**case, **change}, FOLD_FROM[build]) for _, s, case in cases]
 
 
 def rows(stage: str, name: str, build: str, cases: list[tuple[str, int, dict[str, Any]]], tmp: Path) -> list[str]:
@@ -120,32 +131,30 @@ def rows(stage: str, name: str, build: str, cases: list[tuple[str, int, dict[str
     base = runs(build, cases, {})
     mine = runs(build, cases, {f"listings.{stage}": str(copy)})
     same = all(a.get("time_us") == b.get("time_us") for a, b in zip(base, mine))
-    spell = "" if text == shipped else ", its sync auto spelled (the line numbers are the spelled copy's)"
-    out = [f"| **{stage} `{name}`** on {build}{spell}: µs as built "
-           f"(90 % interval){'' if same else ' — THE SPELLED COPY DIFFERS'} | | " + " | ".join(
+    spell = "" if text == shipped else ", its `sync auto` spelled out (the spelled copy's line numbers)"
+    out = [f"| **`{name}`** on {build}{spell}: µs as built (90 % interval)"
+           f"{'' if same else ' — THE SPELLED COPY DIFFERS'} | | " + " | ".join(
                f"{b['time_us']:.1f} ({b['interval'][0]:.1f}–{b['interval'][1]:.1f})" for b in base) + " |"]
     print(out[-1], flush=True)
     never = []
-    for number, reach in barriers(text, stage, choices):
+    for number, reach, names in barriers(text, stage, choices):
         if reach is None:
             never.append(str(number))
             continue
         path = tmp / f"{stage}_{name}_{number}.lst"
         path.write_text(without(text, number))
-        before = text.splitlines()[number].split("#")[0].strip()
         try:
             load(stage, str(path), choices)
         except RaceError as exc:
-            out.append(f"| line {number}, before `{before}` | {reach} | refused, {refusal(str(exc))} |"
-                       + " |" * (len(cases) - 1))
+            cells = f"{refusal(str(exc))} |" + " |" * (len(cases) - 1)
         else:
             got = runs(build, cases, {f"listings.{stage}": str(path)})
-            out.append(f"| line {number}, before `{before}` | {reach} | "
-                       + " | ".join(cell(g, b) for g, b in zip(got, base)) + " |")
+            cells = " | ".join(cell(g, b) for g, b in zip(got, base)) + " |"
+        out.append(f"| {between(text, stage, number, names)} | {reach} | {cells}")
         print(out[-1], flush=True)
     if never:
-        out.append(f"| lines {', '.join(never)} | never (a mask or the softcap) | not priced: these runs do not "
-                   f"reach them |" + " |" * (len(cases) - 1))
+        out.append(f"| {len(never)} more, in the mask and softcap prefixes (lines {never[0]}–{never[-1]}) | none of "
+                   f"these runs | |" + " |" * (len(cases) - 1))
     return out
 
 

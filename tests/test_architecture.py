@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from pathlib import Path
 
@@ -87,11 +88,15 @@ def test_the_top_level_holds_the_command_and_subpackages():
     assert {"stages", "buffers", "engine", "backends"} <= packages, f"the design card's folders: {sorted(packages)}"
 
 
-def test_the_layout_page_names_every_module_under_its_package():
-    """docs/guide/layout.md's tree: each package of tfa_sim/ has its line, and names each of its modules (a module
-    of a sub-package, explore/sweep/spec.py, under its top-level package's entry)."""
-    text = (PACKAGE.parent / "docs" / "guide" / "layout.md").read_text(encoding="utf-8")
-    tree = text.split("```\n", 2)[1]
+LAYOUT = PACKAGE.parent / "docs" / "guide" / "layout.md"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def layout_entries() -> tuple[dict[str, str], dict[str, str]]:
+    """docs/guide/layout.md's tree: (the top level's entries by name, each package's text by its name; a
+    sub-package's modules, explore/sweep/spec.py, are named under its top-level package's entry)."""
+    tree = LAYOUT.read_text(encoding="utf-8").split("```\n", 2)[1]
+    top: dict[str, str] = {}
     entries: dict[str, str] = {}
     package = "tfa_sim"
     for line in tree.splitlines():
@@ -100,7 +105,14 @@ def test_the_layout_page_names_every_module_under_its_package():
             package = head.rstrip("/")
         elif head and not line.startswith(" "):
             package = head.rstrip("/")
+            top[package] = line
         entries[package] = entries.get(package, "") + " " + line
+    return top, entries
+
+
+def test_the_layout_page_names_every_module_under_its_package():
+    """Every module of tfa_sim/ is named in its package's entry of docs/guide/layout.md."""
+    _, entries = layout_entries()
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE)
@@ -110,3 +122,81 @@ def test_the_layout_page_names_every_module_under_its_package():
         if not re.search(rf"\b{re.escape(rel.name)}\b", entries.get(top, "")):
             missing.append(rel.as_posix())
     assert not missing, f"docs/guide/layout.md does not name {missing}"
+
+
+def test_every_module_and_folder_the_layout_page_names_exists():
+    """The other direction: each ``name.py`` and ``folder/`` an entry names is in that package (at any depth),
+    and the page's packages are the package's."""
+    _, entries = layout_entries()
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    named = {name for name in entries if name in packages or (PACKAGE / name).is_dir()}
+    assert named == packages, f"packages the page names {sorted(named)}, the package's {sorted(packages)}"
+    gone = []
+    for package in sorted(packages | {"tfa_sim"}):
+        where = PACKAGE if package == "tfa_sim" else PACKAGE / package
+        text = entries[package]
+        for name in set(re.findall(r"(?<![\w./])(\w+\.py)\b", text)):
+            if not any(where.rglob(name)):
+                gone.append(f"{package}/: {name}")
+        for name in set(re.findall(r"(?<![\w./])(\w+)/(?=[\s(,:]|$)", text)) - {package}:
+            if name != "tfa_sim" and not any(p.is_dir() for p in where.rglob(name)):
+                gone.append(f"{package}/: {name}/")
+    assert gone == [], f"docs/guide/layout.md names modules or folders that do not exist: {gone}"
+
+
+#: The top of the repository that is not its own: made by the build, the tests, the site or a venv (.gitignore).
+NOT_TRACKED = ("*.egg-info", "build", "dist", ".venv", "runs", "site", ".hypothesis", ".pytest_cache", ".cache",
+               ".mypy_cache", ".ruff_cache", "__pycache__", ".git", ".gitignore")
+
+
+def test_the_layout_page_lists_the_top_of_the_repository():
+    top, _ = layout_entries()
+    listed = {name.rstrip("/") for name in top}
+    there = {p.name for p in PACKAGE.parent.iterdir() if not any(fnmatch.fnmatch(p.name, n) for n in NOT_TRACKED)}
+    assert listed == there, f"listed but absent: {sorted(listed - there)}; present but not listed: " \
+                            f"{sorted(there - listed)}"
+
+
+def architecture_section(title: str) -> str:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_architecture_page_shows_the_flow_the_tests_enforce():
+    """docs/architecture.md's picture and table list the packages in LAYERS' order, each once (the picture draws
+    api/ beside the flow, where the command and the API enter it)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    picture = text.split("```\n", 2)[1]
+    drawn = re.findall(r"^  (\w+)/ ", picture, flags=re.M)
+    table = re.findall(r"^\| `(\w+)/` \|", architecture_section("Packages"), flags=re.M)
+    flow = [names[0] for names in LAYERS[:-1]]
+    assert drawn == flow[:-1] and "api/ " in picture, f"the picture's packages {drawn}, the flow {flow}"
+    assert table == flow, f"the table's packages {table}, the flow {flow}"
+
+
+NUMBERS = {"no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def test_the_architecture_page_names_each_import_against_the_flow():
+    """"Which way imports go" names every pair of UPSTREAM in one bullet, and as many exceptions as targets."""
+    section = architecture_section("Which way imports go")
+    bullets = re.findall(r"^\* (.*(?:\n  .*)*)", section, flags=re.M)
+    path = lambda module: module.removeprefix("tfa_sim.").replace(".", "/") + ".py"  # noqa: E731
+    for importer, imported in sorted(UPSTREAM):
+        assert any(path(importer) in b and path(imported) in b for b in bullets), (importer, imported)
+    said = re.search(r"with (\w+) exceptions?", section)
+    assert said and NUMBERS[said[1]] == len({b for _, b in UPSTREAM}) == len(bullets), said
+
+
+def test_the_architecture_page_states_the_function_length_rule_as_tested():
+    """"Function size" gives the test's limit and exempts no file the test does not (it exempts only marked hot
+    paths)."""
+    from test_function_length import HOT_PATH, MAX_LINES
+
+    section = architecture_section("Function size")
+    assert f"longer than {MAX_LINES} lines" in section
+    marked = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+              if any(HOT_PATH.search(line) for line in p.read_text(encoding="utf-8").splitlines()
+                     if line.lstrip().startswith("def "))}
+    named = {p for p in re.findall(r"(?<![\w/])(\w+/\w+\.py)", section) if (PACKAGE / p).is_file()}
+    assert named == marked, f"the page names {sorted(named)}; hot paths marked in the code: {sorted(marked)}"

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_readme import ROOT, follows, run_quoted
+from test_readme import ROOT, follows, run_document
 
 import tfa_sim
 from tfa_sim.cli import main
@@ -118,15 +118,24 @@ def test_a_plugin_file_that_does_not_exist_is_one_line():
 GUIDE = "docs/guide/extending.md"
 
 
-def test_the_guides_worked_example_is_todays_output(plugin, tmp_path, capsys):
-    """The page's commands, run where the plugin and the page's sweep file lie, print what the page quotes."""
-    text = (ROOT / GUIDE).read_text(encoding="utf-8")
-    (tmp_path / "orders.toml").write_text(text.split("(`orders.toml`):\n\n```toml\n", 1)[1].split("```", 1)[0])
-    for command in ("tfa-sim run --plugin gu_first.py --set kernel.stage_order=gu_first --set case.s1=4096 "
-                    "--no-numerics --no-event-log --out gu_first",
-                    "tfa-sim sweep orders.toml --no-progress --no-plots --out orders"):
-        got, expected = run_quoted(command, capsys, GUIDE)
-        assert len(expected) >= 3 and follows(got, expected), (got, expected)
+def test_the_guides_worked_examples_run_as_written(tmp_path, monkeypatch, capsys):
+    """The page followed from a checkout's top directory (its configs/ and docs/ beside the working directory):
+    every block in order, every command's output as the page quotes it, a refusal exit 2 and one line."""
+    for folder in ("configs", "docs"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.chdir(tmp_path)
+    steps = run_document(GUIDE, capsys)
+    for section in ("## A value of a design choice", "## A stage order", "## A listing", "## A chip preset",
+                    "## A build of your own", "## A plugin: loading it"):
+        assert (ROOT / GUIDE).read_text(encoding="utf-8").count(f"\n{section}\n") == 1, section
+    assert [s.command.split()[:2] for s in steps].count(["tfa-sim", "run"]) >= 6
+    for step in steps:
+        refused = any(line.startswith("tfa-sim: error:") for line in step.expected)
+        raced = refused and any('"Race rules"' in line for line in step.expected)  # a race: exit 3
+        code = 3 if raced else 2 if refused else 0
+        assert step.code == code, f"$ {step.command} exited {step.code}: {step.got[-3:]}"
+        assert step.expected or not step.command.startswith("tfa-sim"), f"$ {step.command}: nothing quoted"
+        assert follows(step.got, step.expected), f"$ {step.command} now prints:\n" + "\n".join(step.got)
 
 
 def test_the_guide_says_what_each_registry_takes():

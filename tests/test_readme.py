@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 STAMP = re.compile(r"-\d{8}-\d{6}/")
 #: A quoted line standing for lines left out.
 ELIDED = "…"
+#: What else differs from run to run: wall-clock seconds in a report ("in 1.3 s", "took 0.4 s").
+WALL = re.compile(r"\b(in|took) \d+(?:\.\d+)? s\b")
+#: A fenced block's file name (```` ```toml title="knobs.toml" ````): a reader writes the block to that file.
+TITLE = re.compile(r'title="([^"]+)"')
 
 
 def quoted(command: str, document: str = "README.md") -> tuple[list[str], list[str]]:
@@ -45,6 +51,51 @@ def run_quoted(command: str, capsys: pytest.CaptureFixture[str],
         if line == command:
             printed = capsys.readouterr().out
     return STAMP.sub("-…/", printed).splitlines(), [STAMP.sub("-…/", line) for line in expected]
+
+
+def mask(line: str) -> str:
+    """A printed or quoted line with what differs from run to run (time stamps, wall seconds) masked."""
+    return WALL.sub(r"\1 … s", STAMP.sub("-…/", line))
+
+
+@dataclass
+class Step:
+    """One ``$ command`` of a document: what it printed (masked; stderr after stdout when it failed), its exit
+    code, and the lines the document quotes after it."""
+
+    command: str
+    got: list[str]
+    code: int
+    expected: list[str]
+
+
+def run_document(document: str, capsys: pytest.CaptureFixture[str]) -> list[Step]:
+    """Follow ``document`` (a path under the repository) in the current directory as a reader would, block by
+    block: a fenced block whose fence carries ``title="FILE"`` is written to FILE; each ``$ command`` line is run,
+    ``tfa-sim`` in-process and anything else (``cp``, ``sed``) by the shell. Blocks without either (an install
+    line, Python) are left to their own tests."""
+    text = (ROOT / document).read_text(encoding="utf-8").replace("\\\n", " ")
+    steps = []
+    for block in text.split("\n```")[1::2]:
+        fence, _, body = block.partition("\n")
+        title = TITLE.search(fence)
+        if title:
+            Path(title[1]).write_text(body if body.endswith("\n") else body + "\n", encoding="utf-8")
+            continue
+        for command in (line[2:] for line in body.splitlines() if line.startswith("$ ")):
+            after = ("\n" + body + "\n").split(f"\n$ {command}\n", 1)[1]  # up to the next command
+            expected = ("\n" + after).split("\n$ ", 1)[0].splitlines()[1:]
+            argv = shlex.split(command)
+            if argv[0] == "tfa-sim":
+                capsys.readouterr()
+                code = main(argv[1:])
+                out, err = capsys.readouterr()
+            else:
+                done = subprocess.run(command, shell=True, capture_output=True, text=True)
+                code, out, err = done.returncode, done.stdout, done.stderr
+            printed = out.splitlines() + (err.splitlines() if code else [])
+            steps.append(Step(command, [mask(x) for x in printed], code, [mask(x) for x in expected]))
+    return steps
 
 
 def follows(got: list[str], expected: list[str]) -> bool:

@@ -29,13 +29,14 @@ class _Parser(argparse.ArgumentParser):
 def _config_args(p: argparse.ArgumentParser, positional: bool = True, backend: bool = True) -> None:
     if positional:
         p.add_argument("config", nargs="?", help="config file (.toml/.yaml); default: the built-in reference case")
-    p.add_argument("--case", help="a shipped reference case by name (configs/cases/NAME.toml)")
+    p.add_argument("--case", metavar="NAME", help="a shipped reference case by name (configs/cases/NAME.toml)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config key (repeatable), e.g. --set schedule.qk_preload=2")
-    p.add_argument("--hw", help="hardware preset name (910b1…910b4) or preset TOML file")
+    p.add_argument("--hw", metavar="PRESET", help="hardware preset name (910b1…910b4) or preset TOML file")
     _plugin_arg(p)
     if backend:
-        p.add_argument("--backend", choices=("numpy", "native"), help="stage-kernel backend (numerics.backend)")
+        p.add_argument("--backend", metavar="NAME", choices=("numpy", "native"),
+                       help="stage-kernel backend (numerics.backend)")
 
 
 def _plugin_arg(p: argparse.ArgumentParser) -> None:
@@ -372,8 +373,8 @@ def _run_parsers(sub: Any) -> None:
     """``run``, ``gen-data`` and ``check``."""
     p = sub.add_parser("run", help="run one config: output, golden check, summary")
     _config_args(p)
-    p.add_argument("--inputs", help="directory with q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin (fp16)")
-    p.add_argument("--out", help="run directory (default: a new runs/<case>-<time>)")
+    p.add_argument("--inputs", metavar="DIR", help="directory with q.npy/k.npy/v.npy or q.bin/kt.bin/v.bin (fp16)")
+    p.add_argument("--out", metavar="DIR", help="run directory (default: a new runs/<case>-<time>)")
     p.add_argument("--no-numerics", action="store_true", help="timing only: skip the arithmetic")
     p.add_argument("--no-event-log", action="store_true",
                    help="do not write events.npz, events.csv, trace.json (large runs)")
@@ -383,30 +384,33 @@ def _run_parsers(sub: Any) -> None:
                    help=f"trace.json for cores a:b only, e.g. 0:4 (the default beyond {TRACE_MAX_EVENTS} events)")
     p.add_argument("--fold", action="store_true", help="with --no-numerics: estimate the time of a long unmasked "
                    "run from short samples (no event log; docs/guide/decode.md)")
-    p.add_argument("--mask", help=".npy boolean mask (True = masked), S0×S1 or [batch, heads, S0, S1]")
+    p.add_argument("--mask", metavar="FILE", help=".npy boolean mask (True = masked), S0×S1 or [batch, heads, S0, S1]")
     p.add_argument("--intermediate-check", action="store_true",
                    help="dump every stage's output per block and tile to RUN/dumps/ (then: tfa-sim check RUN)")
-    p.add_argument("--blocks", help="with --intermediate-check: dump only blocks a:b")
-    p.add_argument("--tiles", help="with --intermediate-check: dump only logical tiles a:b")
+    p.add_argument("--blocks", metavar="A:B", help="with --intermediate-check: dump only blocks a:b")
+    p.add_argument("--tiles", metavar="A:B", help="with --intermediate-check: dump only logical tiles a:b")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("gen-data", help="write a case's reference inputs and golden as the kernel's .bin files")
     p.add_argument("case_or_config", help="reference case name or config file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    p.add_argument("--out", required=True, help="directory to write")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config key (repeatable), as for run")
+    p.add_argument("--out", metavar="DIR", required=True, help="directory to write")
     p.set_defaults(func=cmd_gen_data)
     p = sub.add_parser("check", help="compare a run's intermediate dumps with the model or a golden directory")
-    p.add_argument("run_dir")
-    p.add_argument("--golden", help="directory of raw .bin files in the reference generator's layout")
-    p.add_argument("--eps", type=float, default=1e-3, help="the kernel rule's eps (default 1e-3; exp_max 1e-2)")
-    p.add_argument("--atol", type=float, help="absolute tolerance (default eps)")
-    p.add_argument("--rtol", type=float, help="relative tolerance (default eps)")
-    p.add_argument("--stage", action="append", help="only these stages or dumps, e.g. compute_p or qk,pv")
+    p.add_argument("run_dir", help="a run directory with dumps (tfa-sim run --intermediate-check --out RUN_DIR)")
+    p.add_argument("--golden", metavar="DIR", help="directory of raw .bin files in the reference generator's layout")
+    p.add_argument("--eps", metavar="E", type=float, default=1e-3,
+                   help="the kernel rule's eps (default 1e-3; exp_max 1e-2)")
+    p.add_argument("--atol", metavar="A", type=float, help="absolute tolerance (default eps)")
+    p.add_argument("--rtol", metavar="R", type=float, help="relative tolerance (default eps)")
+    p.add_argument("--stage", metavar="STAGES", action="append",
+                   help="only these stages or dumps, e.g. compute_p or qk,pv")
     p.add_argument("--kernel-dumps", metavar="DIR",
                    help="the directory the kernel's main.cpp --intermediate wrote (qk_out.bin, p_out.bin, "
                         "exp_max_ififo.bin, out2.bin, o_out.bin, or .bin.gz): compare tensor by tensor")
     p.add_argument("--exact", action="store_true",
                    help="with --kernel-dumps: pass only if every compared element is bit-equal")
-    p.add_argument("--mem-limit-gib", type=float, default=None,
+    p.add_argument("--mem-limit-gib", metavar="GIB", type=float, default=None,
                    help="refuse when the check would hold more memory (default: the run's numerics.mem_limit_gib, "
                         "else 80%% of the memory available)")
     p.set_defaults(func=cmd_check)
@@ -419,10 +423,11 @@ def _profile_parser(sub: Any) -> None:
                    "msprof --application (or its op_summary_*.csv), a torch_npu …_ascend_pt directory (or its "
                    "kernel_details.csv), or a msprof_*.db or ascend_pytorch_profiler_*.db (docs/profiles.md)")
     _config_args(p, backend=False)
-    p.add_argument("--op", help="the operator (Op Name, or the start of it) where the profile holds several")
+    p.add_argument("--op", metavar="NAME",
+                   help="the operator (Op Name, or the start of it) where the profile holds several")
     p.add_argument("--launch", type=int, metavar="N", help="compare launch N of the operator alone, 0-based in "
                    "start-time order (0 = the first); default: the mean of every launch, their spread shown")
-    p.add_argument("--out", help="output directory (default: a new runs/profile-<case>-<time>)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: a new runs/profile-<case>-<time>)")
     p.set_defaults(func=cmd_profile)
 
 
@@ -431,15 +436,21 @@ def _tune_parser(sub: Any) -> None:
     p = sub.add_parser("tune", help="find a case's best legal schedule: legality, a screen of every candidate, "
                        "full simulations of the finalists (resumable; local processes or dask)")
     _config_args(p, backend=False)
-    p.add_argument("--space", help="sweep TOML whose [base], [axes] and constraints span the candidates "
+    p.add_argument("--space", metavar="FILE",
+                   help="sweep TOML whose [base], [axes] and constraints span the candidates "
                    "(default: every schedule and tiling knob that applies to the case)")
-    p.add_argument("--budget-s", type=float, help="wall seconds for the whole tune (default: no limit)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes for the simulations "
+    p.add_argument("--budget-s", metavar="SECONDS", type=float,
+                   help="wall seconds for the whole tune (default: no limit)")
+    p.add_argument("--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
+                   help="worker processes for the simulations "
                    "(default: all cores)")
-    p.add_argument("--executor", choices=("local", "dask"), default="local")
-    p.add_argument("--scheduler", help="dask scheduler address, reached within 5 s")
-    p.add_argument("--out", help="output directory (default runs/tune-<case>-<time>); rerunning into it resumes")
-    p.add_argument("--top", type=int, default=5, help="candidates the report shows against the defaults (default 5)")
+    p.add_argument("--executor", metavar="NAME", choices=("local", "dask"), default="local",
+                   help="where the simulations run: local worker processes (default) or dask")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler address, reached within 5 s")
+    p.add_argument("--out", metavar="DIR",
+                   help="output directory (default runs/tune-<case>-<time>); rerunning into it resumes")
+    p.add_argument("--top", metavar="K", type=int, default=5,
+                   help="candidates the report shows against the defaults (default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_tune)
 
@@ -448,46 +459,53 @@ def _explore_parsers(sub: Any) -> None:
     """``sweep``, ``sweep-report``, ``timeline``, ``plan`` and ``calibrate`` (:func:`_calibrate_parser`)."""
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
     p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
-    p.add_argument("--out", help="output directory (default runs/sweep-<file>); rerunning resumes it")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--out", metavar="DIR", help="output directory (default runs/sweep-<file>); rerunning resumes it")
+    p.add_argument("--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
                    help="worker processes (default: all cores); each point runs in a worker, which dies with "
                    "the sweep")
-    p.add_argument("--executor", choices=("local", "dask"), default="local")
-    p.add_argument("--scheduler", help="dask scheduler address, reached within 5 s (default: a LocalCluster of "
+    p.add_argument("--executor", metavar="NAME", choices=("local", "dask"), default="local",
+                   help="where the points run: local worker processes (default) or dask")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="dask scheduler address, reached within 5 s (default: a LocalCluster of "
                    "--jobs workers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="report without plots (sweep-report DIR draws them)")
     _plugin_arg(p)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("sweep-report", help="rank a sweep's points, Pareto fronts, plots (no simulation)")
-    p.add_argument("dir")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("dir", help="a sweep's output directory (tfa-sim sweep --out DIR)")
+    p.add_argument("--no-plots", action="store_true", help="the report without plots")
     p.set_defaults(func=cmd_sweep_report)
     p = sub.add_parser("timeline", help="Gantt chart of a run (.svg/.png/.html); --compare stacks runs")
     p.add_argument("run_dirs", nargs="*", help="run directory (from tfa-sim run --out)")
     p.add_argument("--compare", nargs="+", metavar="RUN", help="stack these runs on one time axis")
-    p.add_argument("-o", "--output", help="output file .svg, .png or .html (default RUN_DIR/timeline.svg)")
-    p.add_argument("--cores", help="cores to show, e.g. 0,2,5-7")
-    p.add_argument("--tiles", help="logical tiles a:b to show (a ≤ t < b)")
-    p.add_argument("--by", choices=("pipe", "stage", "unit"), help="lanes per pipe, per stage band, or per unit")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="output file .svg, .png or .html (default RUN_DIR/timeline.svg)")
+    p.add_argument("--cores", metavar="CORES", help="cores to show, e.g. 0,2,5-7")
+    p.add_argument("--tiles", metavar="A:B", help="logical tiles a:b to show (a ≤ t < b)")
+    p.add_argument("--by", metavar="LANES", choices=("pipe", "stage", "unit"),
+                   help="lanes per pipe, per stage band, or per unit")
     p.add_argument("--arrows", action="store_true", help="draw FIFO hand-offs between units")
     p.set_defaults(func=cmd_timeline)
     p = sub.add_parser("trace", help="export a window of a run's event log as Chrome JSON, a Perfetto trace or "
                        "a Parquet table")
-    p.add_argument("run_dir")
-    p.add_argument("--cores", help="cores a:b (a ≤ core < b; default all)")
-    p.add_argument("--tiles", help="logical tiles a:b (a ≤ tile < b; default all; dispatch spans have none)")
-    p.add_argument("--format", choices=tuple(TRACE_FORMATS), help="json (Chrome trace events), perfetto (protobuf) "
+    p.add_argument("run_dir", help="a run directory with its event log (tfa-sim run --out)")
+    p.add_argument("--cores", metavar="A:B", help="cores a:b (a ≤ core < b; default all)")
+    p.add_argument("--tiles", metavar="A:B",
+                   help="logical tiles a:b (a ≤ tile < b; default all; dispatch spans have none)")
+    p.add_argument("--format", metavar="FORMAT", choices=tuple(TRACE_FORMATS),
+                   help="json (Chrome trace events), perfetto (protobuf) "
                    "or parquet (one row per event, for pandas, polars, DuckDB); default: perfetto for --out "
                    ".pftrace, .perfetto-trace or .pb, parquet for .parquet, else json")
-    p.add_argument("--out", required=True, help="the file to write")
+    p.add_argument("--out", metavar="FILE", required=True, help="the file to write")
     p.set_defaults(func=cmd_trace)
     p = sub.add_parser("plan", help="ideal list schedule of a run's task graph, compared with the simulation")
-    p.add_argument("run_dir")
-    p.add_argument("--resources", choices=("unlimited", "pipes"), default="unlimited",
+    p.add_argument("run_dir", help="a run directory with its event log (tfa-sim run --out)")
+    p.add_argument("--resources", metavar="WHICH", choices=("unlimited", "pipes"), default="unlimited",
                    help="unlimited: dependencies only; pipes: one server per pipe (see --units)")
-    p.add_argument("--units", help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
-    p.add_argument("-o", "--output", help="plan vs simulated Gantt (.svg/.png/.html)")
+    p.add_argument("--units", metavar="PIPE=N,…",
+                   help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
+    p.add_argument("-o", "--output", metavar="FILE", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("listing", help="the listing a config runs for one stage, each line with its cycles and share "
                        "(docs/kernel.md, \"Listings\")")
@@ -498,7 +516,8 @@ def _explore_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_listing)
     p = sub.add_parser("roofline", help="runs and their stages against the chip's limits (.svg/.png/.html)")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (tfa-sim run --out)")
-    p.add_argument("-o", "--output", help="output file .svg, .png or .html (default RUN_DIR/roofline.svg)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="output file .svg, .png or .html (default RUN_DIR/roofline.svg)")
     p.set_defaults(func=cmd_roofline)
     _calibrate_parser(sub)
 
@@ -515,7 +534,7 @@ def _calibrate_parser(sub: Any) -> None:
                    "dsl) or a bundle file's path")
     p.add_argument("--exclude", type=int, action="append", default=[], metavar="ROW",
                    help="leave out data row ROW (1 = the first point; repeatable)")
-    p.add_argument("--out", help="directory for the report and the fitted presets DIR/<preset>.toml "
+    p.add_argument("--out", metavar="DIR", help="directory for the report and the fitted presets DIR/<preset>.toml "
                                  "(default: runs/calibration-<time>; with --check runs/calibration-check-<time>)")
     p.add_argument("--write-presets", action="store_true",
                    help="also overwrite the shipped presets in configs/hw/ (developers)")

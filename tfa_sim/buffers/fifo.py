@@ -126,8 +126,9 @@ class GmFifo:
 
 
 class FifoWindow:
-    """A :class:`GmFifo` seen by one unit of a persistent core (the dsl build): its tile t is the FIFO's tile
-    ``base + t``, since the kernel's pipe objects count tiles across all the units the core runs."""
+    """A :class:`GmFifo` seen by one unit of a persistent core (``kernel.launch_grid = "persistent"``, the dsl
+    bundle's choice): its tile t is the FIFO's tile ``base + t``, since the kernel's pipe objects count tiles
+    across all the units the core runs."""
 
     __slots__ = ("fifo", "base")
 

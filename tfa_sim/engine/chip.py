@@ -9,7 +9,7 @@ one program.  Time 0 is the first launch's start on the device: core c starts
 The kernel time is the last launch's last core's end, as the board measures
 it.  A later launch of the same stream (the split-S1 combine) starts
 ``launch.gap`` after the one before it ends: the gap a stream of launches pays
-between kernels (tfa_sim.prediction).  What a block does comes from a
+between kernels (tfa_sim.sim.prediction).  What a block does comes from a
 :class:`Kernel` (the stage programs of ``tfa_sim.stages``); the chip only runs
 it.  A run that stops with work left is a deadlock (exit 3).
 """

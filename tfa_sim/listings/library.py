@@ -59,9 +59,18 @@ def source(stage: str, value: str) -> tuple[str, str]:
         raise InputError(f"listings.{stage} = {value!r}: no such file; give the path of a listing file (or a "
                          f"shipped name: {', '.join(shipped(stage))})")
     try:
-        return path.read_text(encoding="utf-8"), value
+        return path.read_text(encoding="utf-8"), _shown(path)
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"listings.{stage} = {value!r}: cannot read it ({e}); give a UTF-8 text file") from None
+
+
+def _shown(path: Path) -> str:
+    """``path`` as diagnoses name it: relative to the working directory when it lies under it (a config's
+    paths are made absolute when it is read)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def load(stage: str, value: str, choices: Mapping[str, Any]) -> Listing:

@@ -36,6 +36,7 @@ from tfa_sim.listings.syntax import Listing
 from tfa_sim.listings.vocabulary import Vocabulary
 from tfa_sim.spec.errors import InputError, ScheduleError
 
+ORDERING = "pto-isa's ISA manual, machine-model/ordering-and-synchronization.md"
 #: Each rule: what it forbids, its sources, the fix.
 RULES = {
     "V1": ("the vector pipe may read or write the tile before the earlier instruction has finished with it "
@@ -43,11 +44,11 @@ RULES = {
            "pto-isa kernels/python/flash_atten/scripts/patch_vec_barriers.py; PTOAS #173, #674; "
            "pto_macro_fa_softmax.hpp, pto_macro_fa_gu.hpp", "add pipe_barrier(PIPE_V) between them"),
     "X1": ("a pipe reads a tile another pipe writes with no flag between them",
-           "pto-isa docs/isa/machine-model/ordering-and-synchronization.md", "add set_flag/wait_flag between them"),
+           ORDERING, "add set_flag/wait_flag between them"),
     "X2": ("a pipe writes over a tile another pipe still writes or reads, with no flag between them",
-           "pto-isa docs/isa/machine-model/ordering-and-synchronization.md", "add set_flag/wait_flag between them"),
+           ORDERING, "add set_flag/wait_flag between them"),
     "D1": ("two transfers of one DMA queue touch the tile with no barrier between them (the queue may overlap "
-           "them)", "pto-isa docs/isa/scalar/ops/pipeline-sync/pipe-barrier.md", "add pipe_barrier of that pipe"),
+           "them)", "pto-isa's ISA manual, scalar/ops/pipeline-sync/pipe-barrier.md", "add pipe_barrier of that pipe"),
     "S1": ("the listing's own tile is read before any instruction writes it", "the tile holds no data",
            "write it first, or read another tile"),
     "P1": ("a ping-pong tile is used without being taken", "the kernel's buffer events "

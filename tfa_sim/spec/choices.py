@@ -5,7 +5,7 @@ that the module consuming the choice registers when it is imported (``STAGE_ORDE
 ``stages/order_qk_pv.py``): what the value does (``does``: the module, function or object its consumer calls), the
 legality rules it brings, a line for docs/kernel.md and its source.  Everything that lists values is derived from
 the tables: the config schema's checks (:func:`check_value`), the legality rules (:func:`problems`),
-:data:`~tfa_sim.spec.config.KERNEL_CHOICES` and docs/kernel.md's table (:func:`choices_table`).
+:func:`~tfa_sim.spec.config.kernel_choices` and docs/kernel.md's table (:func:`~tfa_sim.spec.builds.choices_table`).
 
 Ordering guarantee: the shipped values are registered before any table is read — the first read imports the
 consuming modules listed in :data:`PROVIDERS`, by name, the way a user's plugin is imported

@@ -113,7 +113,7 @@ def with_plugins(data: dict[str, Any], settings: Sequence[tuple[str, str, Any]])
 def configure(data: dict[str, Any], settings: Sequence[tuple[str, str, Any]]) -> Config:
     """The legal config of ``data`` with each (section, key, value) of ``settings`` set; a changed shape without
     a ``case.name`` of its own is named after the new shape; a changed ``kernel.build`` brings its own defaults
-    where ``data`` holds the old build's (:func:`~tfa_sim.spec.config.change_build`)."""
+    where ``data`` holds the old build's (:func:`~tfa_sim.spec.builds.change_build`)."""
     renamed = any(sec == "case" and key == "name" for sec, key, _ in settings)
     if not renamed and any(sec == "case" for sec, _, _ in settings) and isinstance(data.get("case"), dict):
         data = {**data, "case": {k: v for k, v in data["case"].items() if k != "name"}}  # name the new shape

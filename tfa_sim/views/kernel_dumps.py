@@ -69,7 +69,6 @@ FILES = (KernelFile("qk_out.bin", "qk_fifo", "QK", "compute_qk", np.float32),
          KernelFile("exp_max_ififo.bin", "exp_max", "exp_max (l1_exp_max)", "compute_p", np.float32, EPS_EXP_MAX),
          KernelFile("out2.bin", "pv_fifo", "PV", "compute_pv", np.float32),
          KernelFile("o_out.bin", "o_part", "O", "compute_gu", np.float32))
-BY_FILE = {f.file: f for f in FILES}
 
 
 def _unit_shape(config: Config, kf: KernelFile) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfa_sim.listings.isa import ISA
-from tfa_sim.listings.library import PROVIDERS, STAGES, StageListing
+from tfa_sim.listings.library import PROVIDERS, STAGES, StageListing, is_name
 from tfa_sim.listings.program import PATHS, Step, where
 from tfa_sim.listings.resolve import Line, is_barrier
 from tfa_sim.listings.syntax import DTYPES
@@ -129,7 +129,9 @@ def format_listing(table: Mapping[str, Any]) -> str:
     """:func:`listing_table` as the command prints it."""
     shown = ", ".join(f"{k}={str(v).lower()}" for k, v in table["names"].items())
     dims = ", ".join(f"{k} {v}" for k, v in table["dims"].items())
-    out = [f"{table['stage']}: listing {table['listing']!r} ({table['file']}), {table['case']} on {table['hardware']}",
+    which = f"listing {table['listing']!r} ({table['file']})" if is_name(table["listing"]) else \
+        f"listing file {table['file']}"
+    out = [f"{table['stage']}: {which}, {table['case']} on {table['hardware']}",
            f"the call priced: {shown}; {dims} (--when NAME=VALUE for another)",
            f"{'pipe':<5} {'cycles':>9} {'share':>6}  line"]
     for row in table["lines"]:

@@ -68,9 +68,9 @@ def check_clock(board: BoardProfile, hw: Hardware) -> None:
 
 
 def check_launch(board: BoardProfile, case: str, blocks: int, launches: int) -> None:
-    """The profile is of the config's launch: one launch, Block Dim its grid (``blocks``: its blocks, or the dsl
-    build's persistent cores; not checked where the profile has no Block Dim, which :func:`notes` says), Mix Block
-    Dim two vector cores per block."""
+    """The profile is of the config's launch: one launch, Block Dim its grid (``blocks``: its blocks, or the
+    persistent cores of ``kernel.launch_grid = "persistent"``; not checked where the profile has no Block Dim,
+    which :func:`notes` says), Mix Block Dim two vector cores per block."""
     where = f"profile {board.source}"
     if launches != 1:
         raise InputError(f"{where} holds one kernel launch, {case} runs {launches} (split-S1 and its combine): "

@@ -51,7 +51,7 @@ def _reference_metric(ref: dict[str, Any] | None, metric: str) -> float | str:
 
 
 def interval(row: dict[str, Any], metric: str) -> tuple[float, float] | None:
-    """The 90 % interval of ``row``'s metric (tfa_sim.prediction), or None for rows of an older tfa-sim: the
+    """The 90 % interval of ``row``'s metric (tfa_sim.sim.prediction), or None for rows of an older tfa-sim: the
     launch period's or the host-synchronised time's for them, else the kernel time's relative bounds applied to
     the metric (inverted for throughputs)."""
     figure = metric if metric in ("launch_period_us", "host_sync_us") else "time_us"
