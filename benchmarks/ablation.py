@@ -152,6 +152,15 @@ def table(shapes: tuple[int, ...], extra: Sequence[dict[str, Any]] = ()) -> list
     return [*lines, "", *(f"¹ {what}: {note}" for what, note in notes.items())]
 
 
+def emit(lines: list[str], started: float, markdown: Path | None) -> None:
+    """Print the tables and the seconds they took; write them to ``markdown`` too."""
+    text = "\n".join(lines)
+    print(text)
+    print(f"({time.monotonic() - started:.0f} s)")
+    if markdown:
+        markdown.write_text(text + "\n")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", type=int, nargs="+", default=list(SHAPES), help="S0 = S1 of each column")
@@ -165,12 +174,7 @@ def main() -> int:
     shapes = tuple(args.shapes)
     PLUGINS.extend(args.plugin)
     extra = [{f"{section}.{key}": value} for section, key, value in map(parse_override, args.tries)]
-    lines = table(shapes, extra)
-    text = "\n".join(lines)
-    print(text)
-    print(f"({time.monotonic() - started:.0f} s)")
-    if args.markdown:
-        args.markdown.write_text(text + "\n")
+    emit(table(shapes, extra), started, args.markdown)
     return 0
 
 

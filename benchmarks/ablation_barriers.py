@@ -1,10 +1,10 @@
 """What each PIPE_V barrier of the shipped listings is worth: every ``pipe_barrier(PIPE_V)`` of compute_p's manual
 listing (on the manual build) and of the port's (on the dsl build, its ``sync auto`` barriers spelled out) taken
-away alone, at 4096², 32768² and 131072² (one head, 910b2, timing only; the manual build's 131072² folded); the
-combine's on a split-S1 decode launch.  compute_gu, compute_qk, compute_pv and the epilogue ship no PIPE_V barrier.
+away alone, at 4096², 32768² and 131072² (one head, 910b2, timing only, every launch in full); the combine's on a
+split-S1 decode launch.  compute_gu, compute_qk, compute_pv and the epilogue ship no PIPE_V barrier.
 
-Run: ``python benchmarks/ablation_barriers.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 25
-minutes: the port's 131072² runs in full).
+Run: ``python benchmarks/ablation_barriers.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 35
+minutes: 131072² runs in full).
 A cell is the change of the kernel time from the build as built, **bold** outside its 90 % interval.  A barrier
 the race rules keep (docs/kernel.md, "Race rules") is refused before it runs: the row names the rule and the
 two lines.  A barrier inside a branch these runs never take (a mask, the softcap; the first tile's, where the
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ablation import run
+from ablation import emit, run
 
 from tfa_sim.listings.library import LISTINGS_DIR, PROVIDERS, load
 from tfa_sim.listings.races import RaceError, contexts
@@ -32,10 +32,9 @@ from tfa_sim.spec.choices import resolve
 from tfa_sim.spec.load import build_config
 
 SHAPES = (4096, 32768, 131072)
-#: Folded from here on the manual build's grid of blocks (bench_fold.py: within 0.2 % of full runs); the port's
-#: persistent launches run in full: the fold samples each core's first units, and a barrier of the first tile
-#: moves its estimate by up to 1.8 % where the full run moves 0.05 % (benchmarks/README.md, "Issue 48").
-FOLD_FROM = {"manual": 131072, "dsl": 1 << 62}
+#: Never folded: the fold samples short units, and a barrier of the first tile moves its estimate of a 131072²
+#: launch by up to 1.8 % where the full run moves 0.05 % (benchmarks/README.md, "Issue 48").
+NO_FOLD = 1 << 62
 #: (stage, shipped listing, the build that runs it).
 LISTINGS = (("compute_p", "manual", "manual"), ("compute_p", "port", "dsl"))
 #: The combine's launch: a decode step split over S1 (docs/guide/decode.md).
@@ -118,7 +117,7 @@ def between(text: str, stage: str, number: int, names: dict[str, Any]) -> str:
 
 
 def runs(build: str, cases: list[tuple[str, int, dict[str, Any]]], change: dict[str, Any]) -> list[dict[str, Any]]:
-    return [run(build, s, {**case, **change}, FOLD_FROM[build]) for _, s, case in cases]
+    return [run(build, s, {**case, **change}, NO_FOLD) for _, s, case in cases]
 
 
 def rows(stage: str, name: str, build: str, cases: list[tuple[str, int, dict[str, Any]]], tmp: Path) -> list[str]:
@@ -175,11 +174,7 @@ def main() -> int:
         lines += ["", "The combine (decode S0 = 1, S1 = 16384, 8 heads, `s1_split = auto`, manual build):", "",
                   "| barrier taken away | reached by | decode |", "|---|---|---|",
                   *rows("combine", "manual", "manual", [("decode", 1, DECODE)], Path(tmp))]
-    text = "\n".join(lines)
-    print(text)
-    print(f"({time.monotonic() - started:.0f} s)")
-    if args.markdown:
-        args.markdown.write_text(text + "\n")
+    emit(lines, started, args.markdown)
     return 0
 
 

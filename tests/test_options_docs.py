@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"run": "docs/guide/run.md", "gen-data": "docs/guide/run.md", "check": "docs/guide/check.md",
          "sweep": "docs/guide/sweeps.md", "sweep-report": "docs/guide/sweeps.md", "tune": "docs/guide/tuning.md",
          "timeline": "docs/guide/timelines.md", "trace": "docs/guide/timelines.md", "plan": "docs/guide/timelines.md",
-         "roofline": "docs/guide/roofline.md", "profile": "docs/profiles.md",
+         "roofline": "docs/guide/roofline.md", "listing": "docs/guide/listings.md", "profile": "docs/profiles.md",
          "calibrate": "docs/guide/calibration.md"}
 
 

@@ -456,7 +456,8 @@ def _tune_parser(sub: Any) -> None:
 
 
 def _explore_parsers(sub: Any) -> None:
-    """``sweep``, ``sweep-report``, ``timeline``, ``plan`` and ``calibrate`` (:func:`_calibrate_parser`)."""
+    """``sweep``, ``sweep-report``, ``timeline``, ``trace``, ``plan``, ``roofline``, ``listing``
+    (:func:`_listing_parser`) and ``calibrate`` (:func:`_calibrate_parser`)."""
     p = sub.add_parser("sweep", help="run a schedule exploration (resumable; local processes or dask)")
     p.add_argument("file", help="sweep TOML: [base] config, [axes], optional [sweep]")
     p.add_argument("--out", metavar="DIR", help="output directory (default runs/sweep-<file>); rerunning resumes it")
@@ -507,6 +508,17 @@ def _explore_parsers(sub: Any) -> None:
                    help="servers per pipe kind with --resources pipes, e.g. cube.M=2,vec.V=2")
     p.add_argument("-o", "--output", metavar="FILE", help="plan vs simulated Gantt (.svg/.png/.html)")
     p.set_defaults(func=cmd_plan)
+    _listing_parser(sub)
+    p = sub.add_parser("roofline", help="runs and their stages against the chip's limits (.svg/.png/.html)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (tfa-sim run --out)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="output file .svg, .png or .html (default RUN_DIR/roofline.svg)")
+    p.set_defaults(func=cmd_roofline)
+    _calibrate_parser(sub)
+
+
+def _listing_parser(sub: Any) -> None:
+    """``listing``."""
     p = sub.add_parser("listing", help="the listing a config runs for one stage, each line with its cycles and share "
                        "(docs/kernel.md, \"Listings\")")
     p.add_argument("stage", help="compute_qk, compute_p, compute_pv, compute_gu, epilogue or combine")
@@ -514,12 +526,6 @@ def _explore_parsers(sub: Any) -> None:
     p.add_argument("--when", action="append", default=[], metavar="NAME=VALUE",
                    help="the call to price, e.g. --when first=true --when mask=partial (default: the steady call)")
     p.set_defaults(func=cmd_listing)
-    p = sub.add_parser("roofline", help="runs and their stages against the chip's limits (.svg/.png/.html)")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (tfa-sim run --out)")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="output file .svg, .png or .html (default RUN_DIR/roofline.svg)")
-    p.set_defaults(func=cmd_roofline)
-    _calibrate_parser(sub)
 
 
 def _calibrate_parser(sub: Any) -> None:
