@@ -95,7 +95,7 @@ def without(text: str, number: int) -> str:
 def cell(got: dict[str, Any], base: dict[str, Any]) -> str:
     if "refused" in got:
         return "refused"
-    delta = f"{got['time_us'] / base['time_us'] - 1:+.1%}"
+    delta = f"{got['time_us'] / base['time_us'] - 1:+.2%}"  # a barrier moves a launch by tenths of a percent
     low, high = base["interval"]
     return delta if low <= got["time_us"] <= high else f"**{delta}**"
 

@@ -31,13 +31,6 @@ CONFIG_SECTIONS = {"case", "tiling", "schedule", "numerics", "hardware", "kernel
 EXTENSIONS = {"md", "py", "toml", "json", "jsonl", "csv", "svg", "png", "html", "txt", "npz", "npy", "yaml", "yml",
               "bin", "c", "h", "so", "gz", "db", "ipynb", "pftrace", "parquet"}
 
-#: The stale citations in files another change is rewriting (issue 50's brief): each is reported there and is
-#: removed from this list when that change lands. Nothing else may be added here.
-PENDING = {
-    # docs/kernel.md has no "Intervals": the interval is docs/calibration.md, "Error bars".
-    ("docs/kernel.md", 'docs/calibration.md "Intervals"'),
-}
-
 PATH = re.compile(r"(?<![\w./-])((?:tfa_sim|configs|docs|tests|benchmarks|native|\.ci)/[\w./-]*[\w/])")
 SUBPACKAGE = "|".join(SUBPACKAGES)
 RELATIVE = re.compile(rf"(?<![\w./-])((?:{SUBPACKAGE})/[\w/]*\w(?:\.py)?)")
@@ -183,20 +176,9 @@ def test_every_cited_section_exists():
             wanted = normal(quote)
             if any(s == wanted or (s.startswith(wanted) and s[len(wanted)] in " (:—,.") for s in sections(target)):
                 continue
-            if (where, f'{match["file"]} "{quote}"') not in PENDING:
-                missing.append(f'{where}:{line} {match["file"]} "{quote}"')
+            missing.append(f'{where}:{line} {match["file"]} "{quote}"')
     assert missing == [], "cited sections that do not exist (a heading or a paragraph's bold lead):\n" + \
         "\n".join(missing)
-
-
-def test_the_pending_citations_are_still_stale():
-    """An entry of PENDING whose section now exists, or whose citation is gone, is taken out of the list."""
-    found = {(where, f'{m["file"]} "{q}"') for where, _, m in citations(SECTION) for q in quotes(m)}
-    assert PENDING <= found, f"no longer cited: {sorted(PENDING - found)}"
-    for where, citation in PENDING:
-        name, quote = citation.split(" ", 1)
-        target = cited_file(where, name)
-        assert target is None or normal(quote.strip('"')) not in sections(target), f"{citation} exists now"
 
 
 def slug(heading: str) -> str:
