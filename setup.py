@@ -24,7 +24,8 @@ COMPILED = ["tfa_sim/engine/pipes.py", "tfa_sim/engine/issue.py", "tfa_sim/engin
             "tfa_sim/stages/compute_qk.py", "tfa_sim/stages/compute_p.py", "tfa_sim/stages/compute_pv.py",
             "tfa_sim/stages/compute_gu.py", "tfa_sim/stages/run_tfa.py", "tfa_sim/stages/order_qk_pv.py",
             "tfa_sim/stages/order_pv_qk.py", "tfa_sim/stages/accumulators.py", "tfa_sim/stages/handoffs.py",
-            "tfa_sim/stages/block_kernel.py", "tfa_sim/stages/driver.py", "tfa_sim/stages/epilogue.py",
+            "tfa_sim/stages/block_kernel.py", "tfa_sim/stages/driver.py", "tfa_sim/stages/site.py",
+            "tfa_sim/stages/epilogue.py",
             "tfa_sim/listings/program.py",
             "tfa_sim/buffers/ffts.py",
             "tfa_sim/rundir/events.py"]

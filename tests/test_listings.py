@@ -443,7 +443,7 @@ def test_listing_keys_sweep_and_tune(tmp_path):
 
 # ---- no instruction sequence left in the stage code -----------------------------------------------------------
 #: The listing reader and issuer, the cost rules per instruction class, where an instruction is made.
-READER = {"driver.py", "handoffs.py", "block_kernel.py"}
+READER = {"driver.py", "site.py", "handoffs.py", "block_kernel.py"}
 
 
 def test_no_instruction_sequence_remains_in_the_stage_code_or_the_costs():

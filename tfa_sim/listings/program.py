@@ -52,6 +52,15 @@ class Step:
     takes: tuple[str, ...] = ()  # the ping-pong tiles it takes
     kind: str = ""  # the timeline's name of a vector group or a mark
     carries: tuple[str, ...] = ()  # the tiles it writes that later calls of the unit read (the block's Q)
+    # what each call reads of its lines, kept as plain fields (the driver issues every call; a Line is not compiled)
+    issue_waits: tuple[tuple[str, Any], ...] = ()  # its waits but a hand-off
+    handoff: int = -1  # the final matmul a TSTORE<Final> streams behind (-1: none)
+    name: str = ""  # its first instruction's name (TLOAD, TSTORE, TMATMUL…)
+    final: bool = False  # its first instruction has the Final phase (TMATMUL<Final>, TSTORE<Final>)
+    dsts: tuple[str, ...] = ()  # its first instruction's written and read tiles, in operand order
+    srcs: tuple[str, ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()  # per instruction: (its first written tile, its first read one)
+    flag_waits: tuple[tuple[str, str], ...] = ()  # a scalar wait's lines: (the wait's name, its first operand)
 
     @property
     def is_wait(self) -> bool:
@@ -70,6 +79,15 @@ class Step:
         self.takes = tuple(ref for kind, ref in self.waits if kind == "slot")
         self.kind = self.label if not self.instructions else f"VEC {self.label}" if self.pipe == "V" else ""
         self.carries = tuple(t for t in self.writes if t in carried)
+        self.issue_waits = tuple(w for w in self.waits if w[0] != "handoff")
+        self.handoff = next((ref for kind, ref in self.waits if kind == "handoff"), -1)
+        if self.instructions:
+            first = self.instructions[0]
+            self.name, self.final, self.dsts, self.srcs = first.name, "Final" in first.call.targs, first.writes, \
+                first.reads
+            self.moves = tuple((ln.writes[0], ln.reads[0]) for ln in self.instructions if ln.writes and ln.reads)
+        if self.is_wait:
+            self.flag_waits = tuple((ln.name, ln.args[0]) for ln in self.lines)
 
 
 def where(vocabulary: Vocabulary, declared: dict[str, Any], consts: dict[str, Any], tile: str) -> str:

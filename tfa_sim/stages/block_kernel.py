@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,8 +28,8 @@ from tfa_sim.engine.pipes import Effect, GmMove, Instr, Pipe, Stats
 from tfa_sim.numerics.inputs import Inputs
 from tfa_sim.spec.blocks import Block, prefetch_signature, prefetched_columns
 from tfa_sim.spec.units import LANES, cube_unit, vec_unit
-from tfa_sim.stages.driver import Site
 from tfa_sim.stages.plan import KernelPlan
+from tfa_sim.stages.site import Site
 
 
 @dataclass
@@ -156,6 +155,30 @@ class CoreBuffers:
             ring.reset()
 
 
+class KernelSite(Site):
+    """Where a stage's calls issue on one of ``kernel``'s units: its instructions record the stage, the block and
+    its global tile, and the unit's latest instruction per pipe (a mark's predecessor)."""
+
+    def __init__(self, stage: str, pipes: Any, kernel: BlockKernel) -> None:
+        super().__init__(stage, pipes, kernel.plan.costs)
+        self.kernel = kernel
+
+    def instr(self, t: int, sub: int, pipe: Pipe, kind: str, cost: float | GmMove, waits: tuple[Any, ...],
+              op: tuple[Effect, ...] | None, then: tuple[Effect, ...], nbytes: int, flops: int,
+              work: str | None) -> Instr:
+        k = self.kernel
+        ins = k.issued[pipe] = k.instr(pipe, self.stage, t, sub, kind, cost, waits, op, then, nbytes, flops, work)
+        return ins
+
+    def wait(self, flags: Sequence[Flag]) -> Wait:
+        """The unit's scalar unit waits for one count of each flag (``wait()``/``allocate()``) before issuing
+        anything else."""
+        return Wait(self.stage, flags)
+
+    def previous(self, pipe: Pipe) -> Instr | None:
+        return self.kernel.issued.get(pipe)
+
+
 class BlockKernel:
     """One unit of the kernel on one core as its stages see it: the ``block``, the run's ``plan``, the core's
     pipes and :class:`CoreBuffers` (``buf``), the FIFOs as this unit counts their tiles, and (numerics on) where
@@ -185,11 +208,6 @@ class BlockKernel:
         return BlockKernel(self.env, self.core, block, self.plan, self.num, self.stats, self.buf, base, True)
 
     # ---- what the stages call --------------------------------------------------------------------
-    def wait(self, stage: str, flags: Sequence[Flag]) -> Wait:
-        """The unit's scalar unit waits for one count of each flag (``wait()``/``allocate()``) before issuing
-        anything else."""
-        return Wait(stage, flags)
-
     def instr(self, pipe: Pipe, stage: str, t: int, sub: int, kind: str, cost: float | GmMove,
               waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
               nbytes: int = 0, flops: int = 0, work: str | None = None) -> Instr:
@@ -202,24 +220,8 @@ class BlockKernel:
         """Where ``stage``'s calls issue on AIV ``lane`` (-1: the AIC), made once."""
         site = self.sites.get((stage, lane))
         if site is None:
-            pipes = self.aic if lane < 0 else self.aiv[lane]
-            site = Site(stage, pipes, partial(self.instr_at, stage), partial(self.wait, stage), self.plan.costs,
-                        self.gm_move, self.issued.get)
-            self.sites[(stage, lane)] = site
+            site = self.sites[(stage, lane)] = KernelSite(stage, self.aic if lane < 0 else self.aiv[lane], self)
         return site
-
-    def instr_at(self, stage: str, t: int, sub: int, pipe: Pipe, kind: str, cost: float | GmMove,
-                 waits: tuple[Any, ...] = (), op: tuple[Effect, ...] | None = None, then: tuple[Effect, ...] = (),
-                 nbytes: int = 0, flops: int = 0, work: str | None = None) -> Instr:
-        """:meth:`instr` with the stage, tile and sub-tile (or row slice) first: what a listing's call issues (the
-        pipe's latest instruction of the unit, for a mark after it)."""
-        ins = self.issued[pipe] = self.instr(pipe, stage, t, sub, kind, cost, waits, op, then, nbytes, flops, work)
-        return ins
-
-    def gm_move(self, nbytes: int, path: str, line: Hashable | None = None, chunks: int = 1) -> GmMove:
-        """A GM transfer of ``nbytes`` on ``path`` (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``, ``l0c_to_gm``) in
-        ``chunks`` DMA instructions; ``line`` names an input read for the L2 (:mod:`tfa_sim.engine.gm`)."""
-        return GmMove(nbytes, getattr(self.plan.costs.move, path), line, chunks)
 
     def kv_line(self, tensor: str, t: int, s: int) -> Hashable:
         """The L2 line of the K or V chunk of sub-tile (t, s), relative to the block's K/V head

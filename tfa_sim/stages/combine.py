@@ -33,8 +33,9 @@ from tfa_sim.spec.geometry import Dispatch
 from tfa_sim.spec.units import LANES, vec_unit
 from tfa_sim.stages import COMBINE
 from tfa_sim.stages.block_kernel import Numerics, Partials
-from tfa_sim.stages.driver import Bind, Binds, Site, issue, scratch_bind
+from tfa_sim.stages.driver import Bind, Binds, issue
 from tfa_sim.stages.plan import KernelPlan
+from tfa_sim.stages.site import Site
 from tfa_sim.stages.vector_math import interpreted, last_vector, semantics
 
 STAGE = COMBINE
@@ -122,7 +123,7 @@ class CombineRun:
                 return Bind("UB", rows, head, FP32, out)
             return None
 
-        binds = Binds(make, listing.scratch({"rows": rows, "head": head}, scratch_bind))
+        binds = Binds(make, listing, {"rows": rows, "head": head})
 
         def compute(step: Step, binds: Binds) -> tuple[Effect, ...] | None:
             if step is not last_vector(steps) or data is None:
@@ -139,11 +140,8 @@ class CombineRun:
                 return ()
             return (Dump(recorder, "combine_o", b.index, b.tile, row0, out),)
 
-        site = Site(STAGE, self.aiv[lane], self.instr, lambda flags: None, k.costs, self.gm)
+        site = Site(STAGE, self.aiv[lane], k.costs, self.instr)
         yield from issue(site, steps, binds, b.tile, 0, (rows, n), compute if data is not None else None, extra)
-
-    def gm(self, nbytes: int, path: str, line: Hashable | None, chunks: int) -> GmMove:
-        return GmMove(nbytes, getattr(self.kernel.costs.move, path), line, chunks)
 
     def gm_rows(self, row0: int, rows: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """Indexes of the AIV's rows: in the partials' [chunk, batch, heads, S0] layout over the block's

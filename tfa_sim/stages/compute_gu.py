@@ -27,7 +27,7 @@ from tfa_sim.listings.program import Step
 from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.spec.choices import GU_ROWS
 from tfa_sim.stages.block_kernel import BlockKernel
-from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind
+from tfa_sim.stages.driver import Bind, Binds, issue
 from tfa_sim.stages.plan import Shape
 from tfa_sim.stages.vector_math import interpreted, last_vector, semantics, vector_lines
 
@@ -155,7 +155,7 @@ def compute_gu(k: BlockKernel, lane: int, t: int, src_id: int, part: int = 0, pa
                         if data else None, store="TSTORE partial")
         return None
 
-    binds = Binds(make, listing.scratch({"rows": rows, "head": n.head}, scratch_bind))
+    binds = Binds(make, listing, {"rows": rows, "head": n.head})
 
     def compute(step: Step, binds: Binds) -> tuple[Effect, ...] | None:
         if step is not last_vector(steps) or not rows:

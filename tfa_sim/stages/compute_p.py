@@ -26,7 +26,7 @@ from tfa_sim.listings.library import StageListing
 from tfa_sim.listings.program import Step
 from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.stages.block_kernel import BlockKernel
-from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind
+from tfa_sim.stages.driver import Bind, Binds, issue
 from tfa_sim.stages.plan import Shape
 from tfa_sim.stages.vector_math import interpreted, last_vector, semantics, vector_lines
 
@@ -116,7 +116,7 @@ def compute_p(k: BlockKernel, lane: int, t: int, r: int, src_id: int) -> Program
                         store="TSTORE x_exp →p_tile_fifo", fifo=p)
         return None
 
-    binds = Binds(make, listing.scratch({"rows": nr, "cols": n.tile_s1}, scratch_bind))
+    binds = Binds(make, listing, {"rows": nr, "cols": n.tile_s1})
 
     def compute(step: Step, binds: Binds) -> tuple[Effect, ...] | None:
         if step is not last_vector(steps) or not numerics:

@@ -32,7 +32,7 @@ from tfa_sim.numerics.rounding import panels
 from tfa_sim.spec.blocks import Block
 from tfa_sim.spec.choices import PV_LOADS
 from tfa_sim.stages.block_kernel import BlockKernel
-from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind
+from tfa_sim.stages.driver import Bind, Binds, issue
 
 STAGE = "compute_pv"
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
@@ -120,7 +120,7 @@ def compute_pv(k: BlockKernel, t: int, s: int, acc: Slot) -> Program:
                         store="FIXPIPE →pv_tile_fifo", fifo=pv)
         return None
 
-    binds = Binds(make, listing.scratch({"rows": rows, "head": n.head, "cube_s1": n.cube_s1}, scratch_bind))
+    binds = Binds(make, listing, {"rows": rows, "head": n.head, "cube_s1": n.cube_s1})
 
     def compute(step: Step, binds: Binds) -> tuple[Effect, ...] | None:
         if step.pipe != "M":

@@ -29,7 +29,7 @@ from tfa_sim.listings.program import Step
 from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.numerics.rounding import panels
 from tfa_sim.stages.block_kernel import BlockKernel
-from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind
+from tfa_sim.stages.driver import Bind, Binds, issue
 
 STAGE = "compute_qk"
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
@@ -97,7 +97,7 @@ def compute_qk(k: BlockKernel, t: int, s: int, q_l1: Slot, acc_index: int) -> Pr
                         fifo=fifo)
         return None
 
-    binds = Binds(make, listing.scratch({"rows": rows, "head": n.head, "cube_s1": n.cube_s1}, scratch_bind))
+    binds = Binds(make, listing, {"rows": rows, "head": n.head, "cube_s1": n.cube_s1})
 
     def compute(step: Step, binds: Binds) -> tuple[Effect, ...] | None:
         if step.pipe != "M":

@@ -7,9 +7,7 @@ else follows from the lines: which pipe, in what order, waiting for what, priced
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -18,14 +16,12 @@ from tfa_sim.buffers.data import Const, Move
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
 from tfa_sim.listings.program import PATHS, Step
-from tfa_sim.listings.resolve import Line, is_barrier
+from tfa_sim.listings.resolve import is_barrier
 from tfa_sim.listings.syntax import DTYPES, ConstDecl
 from tfa_sim.spec import work
-from tfa_sim.spec.costs import Costs, Group, VectorOp
+from tfa_sim.spec.costs import Group, VectorOp
 from tfa_sim.stages.handoffs import matmul, store
-
-#: Each run's priced vector groups, by the group and its tiles' shapes (a run issues a few shapes many times).
-VECTOR_MEMO: weakref.WeakKeyDictionary[Costs, dict[Any, tuple[float, str | None]]] = weakref.WeakKeyDictionary()
+from tfa_sim.stages.site import Site
 
 
 class Bind:
@@ -56,41 +52,25 @@ class Bind:
 class Binds:
     """The call's names, each made when the listing first uses it (a ping-pong slot is taken in the order the
     listing meets its buffers, as the kernel's counters run): ``make(name)`` the stage's (None for a name it does
-    not bind), else ``scratch``: the listing's own tiles and constants (:func:`scratch_bind`, by base name)."""
+    not bind), else the ``listing``'s own tiles and constants on the call's ``dims`` (:func:`scratch_bind`, by
+    base name)."""
 
-    def __init__(self, make: Callable[[str], Bind | None], scratch: dict[str, Bind]) -> None:
+    def __init__(self, make: Callable[[str], Bind | None], listing: Any, dims: dict[str, int]) -> None:
         self.made: dict[str, Bind] = {}
-        self.make, self.scratch = make, scratch
+        self.make, self.listing, self.dims = make, listing, dims
 
     def __getitem__(self, name: str) -> Bind:
         bind = self.made.get(name)
         if bind is None:
             bind = self.make(name)
             if bind is None:
-                bind = self.scratch[name.split("[", 1)[0]]
+                bind = self.listing.scratch(self.dims, scratch_bind)[name.split("[", 1)[0]]
             self.made[name] = bind
         return bind
 
     def __delitem__(self, name: str) -> None:
         """Forget ``name``'s binding: the next use makes another (a ping-pong tile taken again)."""
         del self.made[name]
-
-
-class Site:
-    """Where a stage's calls issue on one unit: the stage, the unit's pipes, how an instruction is made there
-    (``instr(t, sub, pipe, kind, cost, waits, op, then, nbytes, flops, work)``) and a wait (``wait(flags)``), the
-    run's costs and GM moves, and ``previous(pipe)``: the pipe's latest instruction of the unit, which a ``mark``
-    with nothing else to wait for is ordered after (the pipe is in order; the task graph needs the edge).  Made
-    once per unit and stage (:meth:`BlockKernel.site`)."""
-
-    def __init__(self, stage: str, pipes: Any, instr: Callable[..., Instr], wait: Callable[[Sequence[Any]], Any],
-                 costs: Costs, gm_move: Callable[[int, str, Hashable | None, int], GmMove],
-                 previous: Callable[[Any], Instr | None] | None = None) -> None:
-        self.stage, self.pipes, self.instr, self.wait, self.costs, self.gm_move = stage, pipes, instr, wait, costs, \
-            gm_move
-        self.previous = previous  # a pipe → its latest instruction of the unit (a mark is ordered after it)
-        self.priced: dict[Any, tuple[float, str | None]] = VECTOR_MEMO.setdefault(costs, {})
-        self.carried: dict[str, Instr] = {}  # a carried tile → the instruction that wrote it (the block's Q load)
 
 
 #: What the stage's groups compute (numerics on): ``compute(step, binds)`` → the data steps of a vector or matmul
@@ -109,7 +89,7 @@ def issue(site: Site, steps: tuple[Step, ...], binds: Binds, t: int, sub: int, s
     taken: set[str] = set()  # ping-pong tiles taken in this call: taking one again takes another slot
     for i, step in enumerate(steps):
         if not step.pipe:  # the scalar unit's flag wait
-            flags = [f for line in step.lines for f in _flags(line, binds)]
+            flags = [f for name, tile in step.flag_waits for f in _flags(name, binds[tile])]
             if flags:
                 yield site.wait(flags)
             continue
@@ -117,11 +97,11 @@ def issue(site: Site, steps: tuple[Step, ...], binds: Binds, t: int, sub: int, s
             if ref in taken:
                 del binds[ref]
             taken.add(ref)
-        waits = tuple(_wait(kind, ref, done, binds, site) for kind, ref in step.waits if kind != "handoff")
+        waits = tuple([_wait(kind, ref, done, binds, site) for kind, ref in step.issue_waits])
         then = _effects(step, binds)
         pipe = getattr(site.pipes, step.pipe)
         if not step.instructions:  # a mark (on PIPE_V, a point the stage's math may run at)
-            before = site.previous(pipe) if site.previous is not None else None
+            before = site.previous(pipe)
             if before is not None and not waits:  # ordered after its pipe's work: the task graph's edge
                 waits = (before,)
             op = compute(step, binds) if compute is not None and step.pipe == "V" else None
@@ -133,12 +113,10 @@ def issue(site: Site, steps: tuple[Step, ...], binds: Binds, t: int, sub: int, s
         elif step.pipe == "MTE1":
             ins = yield from _extract(site, t, sub, pipe, step, binds, waits, then, compute is not None)
         elif step.pipe == "M":
-            line = step.instructions[0]
-            acc, a, b = (binds[name] for name in (line.writes[0], *line.reads[-2:]))
+            acc, a = binds[step.dsts[0]], binds[step.srcs[-2]]
             op = compute(step, binds) if compute is not None else None
-            ins = yield from matmul(partial(site.instr, t, sub, pipe), site.costs, acc.rows, acc.cols, a.cols,
-                                    acc.cube_k, "Final" in line.call.targs, waits, op, then, 2 * acc.rows * acc.cols
-                                    * a.cols)
+            ins = yield from matmul(site, t, sub, pipe, acc.rows, acc.cols, a.cols, acc.cube_k, step.final, waits, op,
+                                    then, 2 * acc.rows * acc.cols * a.cols)
         else:
             ins = yield from _dma(site, t, sub, pipe, step, binds, waits, then, done, compute is not None, extra)
         done[i] = ins
@@ -148,11 +126,9 @@ def issue(site: Site, steps: tuple[Step, ...], binds: Binds, t: int, sub: int, s
     return last
 
 
-def _flags(line: Line, binds: Binds) -> Sequence[Any]:
-    """The flags one scalar wait line takes: a FIFO tile's ready flags (TPOP) or credits (TALLOC), the credits
-    nobody waited for (TDRAIN), a cross-core flag (``wait_flag_dev``)."""
-    bind = binds[line.args[0]]
-    name = line.op.name
+def _flags(name: str, bind: Bind) -> Sequence[Any]:
+    """The flags one scalar wait line (``name`` on ``bind``) takes: a FIFO tile's ready flags (TPOP) or credits
+    (TALLOC), the credits nobody waited for (TDRAIN), a cross-core flag (``wait_flag_dev``)."""
     if name == "TPOP":
         return bind.fifo.ready
     if name == "TALLOC":
@@ -226,14 +202,17 @@ def _vector(site: Site, step: Step, binds: Binds, shape: tuple[int, ...]) -> tup
 def _extract(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, waits: tuple[Any, ...],
              then: tuple[Effect, ...], data: bool) -> Program:
     """TEXTRACTs in a row: one MTE1 group of their bytes to L0A and to L0B."""
-    to = {"L0A": 0, "L0B": 0}
+    a = b = 0
     moves: list[Effect] = []
-    for line in step.instructions:
-        dst, src = binds[line.writes[0]], binds[line.reads[0]]
-        to[dst.where] += src.nbytes
-        moves.append(Move(src.location, dst.location))
+    for dst_name, src_name in step.moves:
+        dst, src = binds[dst_name], binds[src_name]
+        if dst.where == "L0A":
+            a += src.nbytes
+        else:
+            b += src.nbytes
+        if data:
+            moves.append(Move(src.location, dst.location))
     op = tuple(moves) if data else None
-    a, b = to["L0A"], to["L0B"]
     cost = site.costs.extract(a, b)
     ins = yield site.instr(t, sub, pipe, "TEXTRACT", cost, waits, op, then, a + b, 0, work.extract(a, b))
     return ins
@@ -242,9 +221,8 @@ def _extract(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, 
 def _dma(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, waits: tuple[Any, ...],
          then: tuple[Effect, ...], done: list[Any], data: bool, extra: Extra | None) -> Program:
     """A TLOAD or TSTORE: the bytes of its GM side on its path through the L2 (nothing moves from a constant)."""
-    line = step.instructions[0]
-    load = line.name == "TLOAD"
-    dsts, srcs = [binds[t] for t in line.writes], [binds[t] for t in line.reads]
+    load = step.name == "TLOAD"
+    dsts, srcs = [binds[t] for t in step.dsts], [binds[t] for t in step.srcs]
     gm = srcs[0] if load else dsts[0]
     near = dsts if load else srcs
     nbytes = 0 if any(b.where == "const" for b in near) else (gm.nbytes if load else sum(b.nbytes for b in srcs))
@@ -255,12 +233,11 @@ def _dma(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, wait
             list(zip((s.location for s in srcs), gm.location if len(srcs) > 1 else (gm.location,)))
         op = tuple(Move(a, b) for a, b in pairs if a is not None and b is not None)  # (no data: the stage reads
         op += extra(step, binds) if extra is not None else ()  # its inputs itself, the combine its partials)
-    handoff = next((ref for kind_, ref in step.waits if kind_ == "handoff"), None)
-    if handoff is not None and isinstance(done[handoff], tuple):
-        head, last = done[handoff]
+    if step.handoff >= 0 and isinstance(done[step.handoff], tuple):
+        head, last = done[step.handoff]
         acc = srcs[0]
-        ins = yield from store(partial(site.instr, t, sub, pipe), site.gm_move, kind, nbytes,
-                               site.costs.fractals(acc.rows, acc.cols), (head, last), waits, op, then)
+        ins = yield from store(site, t, sub, pipe, kind, nbytes, site.costs.fractals(acc.rows, acc.cols),
+                               (head, last), waits, op, then)
         return ins
     cost: float | GmMove = 0.0
     if nbytes:

@@ -11,7 +11,7 @@ from tfa_sim.listings.vocabulary import Tile, Vocabulary, declare
 from tfa_sim.spec.units import LANES
 from tfa_sim.stages import EPILOGUE
 from tfa_sim.stages.block_kernel import BlockKernel
-from tfa_sim.stages.driver import Bind, Binds, issue, scratch_bind
+from tfa_sim.stages.driver import Bind, Binds, issue
 
 
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
@@ -45,5 +45,5 @@ def epilogue(k: BlockKernel, unit: str, at: str, tiles: int, lane: int = 0, q_l1
         count = fifo.undrained_credits(tiles)
         return Bind("GM", drain=[fifo.consumed[a] for a in lanes for _ in range(count)])
 
-    binds = Binds(make, listing.scratch({}, scratch_bind))
+    binds = Binds(make, listing, {})
     yield from issue(k.site(EPILOGUE, -1 if unit == "aic" else lane), steps, binds, tiles, 0, ())

@@ -12,14 +12,13 @@ to FIX — two design choices, their registries' values declared here; the listi
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tfa_sim.engine.issue import Program
 from tfa_sim.engine.pipes import Effect, GmMove, Instr
 from tfa_sim.listings.vocabulary import Selects
 from tfa_sim.spec.choices import CUBE_HANDOFF, TALLOC
-from tfa_sim.spec.costs import Costs
+from tfa_sim.stages.site import Site
 
 TALLOC.add("before_store", Selects(("compute_qk", "compute_p")), "`TALLOC` after the first matmul or vector work, "
            "before the first store", "manual TPUSH (fa_performance_kernel.cpp)", (), __name__)
@@ -33,35 +32,37 @@ CUBE_HANDOFF.add("unit_flag", Selects(("compute_qk", "compute_pv")), "FIX stores
                  __name__)
 
 
-def matmul(issue: Callable[..., Instr], costs: Costs, rows: int, n: int, kdim: int, cube_k: int, final: bool,
+def matmul(site: Site, t: int, sub: int, pipe: Any, rows: int, n: int, kdim: int, cube_k: int, final: bool,
            waits: tuple[Any, ...], op: tuple[Effect, ...] | None, then: tuple[Effect, ...], flops: int) -> Program:
-    """Issue a TMATMUL of rows×kdim·kdim×n (``issue(kind, cost, waits, op, then, nbytes, flops, work)`` makes an
-    instruction on M); returns (the instruction FIX's store waits for first, the one that completes the matmul).
-    A ``final`` matmul (``TMATMUL<Final>``: AccPhase::Final, its unit flags on) is two instructions on M, split
-    where its first L0C fractal is final."""
+    """Issue a TMATMUL of rows×kdim·kdim×n on ``pipe`` (M) at ``site`` as tile ``t``, sub-tile ``sub``; returns
+    (the instruction FIX's store waits for first, the one that completes the matmul).  A ``final`` matmul
+    (``TMATMUL<Final>``: AccPhase::Final, its unit flags on) is two instructions on M, split where its first L0C
+    fractal is final."""
+    costs = site.costs
     cost = costs.matmul(rows, n, kdim, cube_k)
-    first = costs.matmul_first_unit(rows, n, kdim, cube_k)
-    if not (final and first < cost):
-        done = yield issue("TMATMUL", cost, waits, op, then, 0, flops, None)
+    first = costs.matmul_first_unit(rows, n, kdim, cube_k) if final else cost
+    if not first < cost:
+        done = yield site.instr(t, sub, pipe, "TMATMUL", cost, waits, op, then, 0, flops, None)
         return done, done
-    head = yield issue("TMATMUL", first, waits, None, (), 0, 0, None)
-    done = yield issue("TMATMUL final units", cost - first, (), op, then, 0, flops, None)
+    head = yield site.instr(t, sub, pipe, "TMATMUL", first, waits, None, (), 0, 0, None)
+    done = yield site.instr(t, sub, pipe, "TMATMUL final units", cost - first, (), op, then, 0, flops, None)
     return head, done
 
 
-def store(issue: Callable[..., Instr], gm_move: Callable[..., GmMove], kind: str, nbytes: int, units: int,
-          handoff: tuple[Instr, Instr], waits: tuple[Any, ...], op: tuple[Effect, ...] | None,
-          then: tuple[Effect, ...]) -> Program:
-    """Issue the FIXPIPE store (``TSTORE<Final>``) of an accumulator of ``units`` L0C fractals (``waits``: beside
-    the matmul's hand-off; ``handoff``: :func:`matmul`'s pair).  Under unit flags it streams behind the matmul:
-    all but the last fractal once the first is final, the last once the matmul completes (one DMA: the latency
-    paid once)."""
+def store(site: Site, t: int, sub: int, pipe: Any, kind: str, nbytes: int, units: int, handoff: tuple[Instr, Instr],
+          waits: tuple[Any, ...], op: tuple[Effect, ...] | None, then: tuple[Effect, ...]) -> Program:
+    """Issue the FIXPIPE store (``TSTORE<Final>``) of an accumulator of ``units`` L0C fractals on ``pipe`` (FIX)
+    at ``site`` (``waits``: beside the matmul's hand-off; ``handoff``: :func:`matmul`'s pair).  Under unit flags
+    it streams behind the matmul: all but the last fractal once the first is final, the last once the matmul
+    completes (one DMA: the latency paid once)."""
     head, done = handoff
     if head is done:
-        last = yield issue(kind, gm_move(nbytes, "l0c_to_gm", None, 1), (*waits, done), op, then, nbytes, 0, None)
+        last = yield site.instr(t, sub, pipe, kind, site.gm_move(nbytes, "l0c_to_gm"), (*waits, done), op, then,
+                                nbytes, 0, None)
         return last
     tail = nbytes // max(units, 1)
-    move = gm_move(nbytes - tail, "l0c_to_gm", None, 1)
-    yield issue(kind, move, (*waits, head), None, (), nbytes - tail, 0, None)
-    last = yield issue(f"{kind} (last unit)", GmMove(tail, move.rate, None, 0), (done,), op, then, tail, 0, None)
+    move = site.gm_move(nbytes - tail, "l0c_to_gm")
+    yield site.instr(t, sub, pipe, kind, move, (*waits, head), None, (), nbytes - tail, 0, None)
+    last = yield site.instr(t, sub, pipe, f"{kind} (last unit)", GmMove(tail, move.rate, None, 0), (done,), op, then,
+                            tail, 0, None)
     return last

@@ -21,7 +21,7 @@ from tfa_sim.listings.resolve import Line, is_barrier
 from tfa_sim.listings.syntax import DTYPES
 from tfa_sim.listings.vocabulary import VOCABULARIES
 from tfa_sim.spec.errors import InputError
-from tfa_sim.stages.driver import Bind, Binds, scratch_bind, vector_ops
+from tfa_sim.stages.driver import Bind, Binds, vector_ops
 from tfa_sim.stages.plan import KernelPlan
 
 
@@ -61,7 +61,7 @@ def binds(listing: StageListing, dims: Mapping[str, int]) -> Binds:
         rows, cols = (int(d) if d.isdigit() else dims[d] for d in tile.shape)
         return Bind(tile.where, rows, cols, DTYPES[tile.dtype], chunks=dims[tile.dmas] if tile.dmas else 1,
                     cube_k=dims.get("cube_k", 0))
-    return Binds(make, listing.scratch({k: v for k, v in dims.items() if k in vocabulary.dims}, scratch_bind))
+    return Binds(make, listing, {k: v for k, v in dims.items() if k in vocabulary.dims})
 
 
 def priced(plan: KernelPlan, stage: str, names: Mapping[str, Any], dims: Mapping[str, int]
