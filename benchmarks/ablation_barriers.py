@@ -3,7 +3,7 @@ listing (on the manual build) and of the port's (on the dsl build, its ``sync au
 away alone, at 4096², 32768² and 131072² (one head, 910b2, timing only, every launch in full); the combine's on a
 split-S1 decode launch.  compute_gu, compute_qk, compute_pv and the epilogue ship no PIPE_V barrier.
 
-Run: ``python benchmarks/ablation_barriers.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 35
+Run: ``python benchmarks/ablation_barriers.py [--shapes 4096 32768 131072] [--markdown FILE]`` (about 25
 minutes: 131072² runs in full).
 A cell is the change of the kernel time from the build as built, **bold** outside its 90 % interval.  A barrier
 the race rules keep (docs/kernel.md, "Race rules") is refused before it runs: the row names the rule and the
