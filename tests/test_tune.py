@@ -206,10 +206,34 @@ def test_the_search_stops_by_the_rule_and_simulates_the_defaults_second():
     tasks = search.tasks()
     first, second = next(tasks), next(tasks)
     assert first["point"]["key"] == "k0" and second["reference"]
-    for i, t in enumerate([first, next(tasks), next(tasks)]):
+    drawn = [first, next(tasks), next(tasks)]
+    for i, t in enumerate(drawn):
         search.record(t, {"key": t["point"]["key"], "status": "ok", "time_us": 102.0 + (i == 1) * 1.0})
-    # best 102 at estimate 100 → ratio 1.0 … the next estimate 103 × 0.99… ≥ 102 × 0.99: stop
-    assert [t["point"]["key"] for t in tasks] == [] and "cannot beat the best" in search.stop
+    # k3 is decided on k0 and k1 (the last one, k2, runs while k3 is drawn): too few rows to stop
+    third = next(tasks)
+    assert third["point"]["key"] == "k3"
+    search.record(third, {"key": "k3", "status": "ok", "time_us": 110.0})
+    # k4 on k0…k2: best 102 at estimate 100 → ratio 1.0 … k4's estimate 104 × 1.0 ≥ 102 × 0.99: stop
+    assert [t["point"]["key"] for t in tasks] == [] and "cannot beat 102, the best of the 3 simulations" in search.stop
+
+
+def test_the_search_answers_the_same_whichever_worker_finishes_first():
+    """A candidate drawn while a row its decision reads is missing is simulated ahead; it counts only if the
+    search reaches it once every row is in, so the answer does not depend on the order rows arrive in."""
+    cands = [Candidate(i, {"i": i}, key=f"k{i}", config=build_config({}), status="screened", estimate=100.0 + i)
+             for i in range(10)]
+    search = Search(cands, None, "time_us", {})
+    tasks = search.tasks()
+    drawn = [next(tasks)["point"]["key"] for _ in range(5)]  # no row yet: k2…k4 drawn ahead
+    assert drawn == ["k0", "k1", "k2", "k3", "k4"]
+    times = {"k0": 102.0, "k1": 103.0, "k2": 102.0, "k3": 102.0, "k4": 50.0}  # k4 the fastest, past the stop
+    for key in ("k4", "k1", "k3", "k2", "k0"):
+        search.record({}, {"key": key, "status": "ok", "time_us": times[key]})
+    assert list(tasks) == []
+    search.settle()
+    # decided on k0…k2 (best 102, ratio 1.0), k4's estimate 104 ≥ 102 × 0.99 ends the search before k4
+    assert [c.key for c in search.simulated()] == ["k0", "k1", "k2", "k3"] and search.decided == 4
+    assert search.stop.startswith("the next candidate's estimate 104 ")
 
 
 def test_config_toml_round_trips():

@@ -4,6 +4,7 @@ stage's calls issue (:class:`StageListing`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,16 @@ DEFAULT = "manual"
 SUFFIX = ".lst"
 
 _read: dict[tuple[str, str, str], Listing] = {}  # (stage, text digest, choices) → the listing, checked
+#: A listing's text as read (by its text and the name diagnoses give it): a sweep or a tune reads the same few.
+_parse = functools.lru_cache(maxsize=64)(read)
+#: Each stage's listing of a run, by stage, value, text and choices: a tune's plans share their compiled steps.
+_stage_listings: dict[tuple[str, str, str, str], StageListing] = {}
+
+
+@functools.cache
+def _shipped_text(path: Path) -> str:
+    """A shipped listing's text (the package's files do not change while it runs)."""
+    return path.read_text(encoding="utf-8")
 
 
 def shipped(stage: str) -> list[str]:
@@ -53,7 +64,7 @@ def source(stage: str, value: str) -> tuple[str, str]:
         if not path.is_file():
             raise InputError(f"listings.{stage} = {value!r} is not a shipped listing; use one of "
                              f"{', '.join(shipped(stage))} or the path of a listing file")
-        return path.read_text(encoding="utf-8"), f"configs/listings/{stage}/{value}{SUFFIX}"
+        return _shipped_text(path), f"configs/listings/{stage}/{value}{SUFFIX}"
     path = Path(check_path(value, f"listings.{stage} ="))
     if not path.is_file():
         raise InputError(f"listings.{stage} = {value!r}: no such file; give the path of a listing file (or a "
@@ -77,7 +88,7 @@ def load(stage: str, value: str, choices: Mapping[str, Any]) -> Listing:
     """``stage``'s listing ``value`` read and checked, its races included (for the run's ``choices``); the same
     text is read and checked once (a copy of a shipped listing is the shipped listing)."""
     text, name = source(stage, value)
-    listing = read(text, name)
+    listing = _parse(text, name)
     if listing.stage != stage:
         raise InputError(f"{name}:1: this is a {listing.stage} listing; give it as listings.{listing.stage}, "
                          f"or a {stage} listing here")
@@ -179,6 +190,9 @@ def stage_listings(values: Mapping[str, str], choices: Mapping[str, Any]) -> dic
     out = {}
     for stage in STAGES:
         value = values.get(stage, DEFAULT)
-        out[stage] = StageListing(stage, value, load(stage, value, choices), load(stage, DEFAULT, choices),
-                                  dict(choices))
+        listing = load(stage, value, choices)
+        key = (stage, value, listing.digest, repr(sorted(choices.items())))
+        if key not in _stage_listings:
+            _stage_listings[key] = StageListing(stage, value, listing, load(stage, DEFAULT, choices), dict(choices))
+        out[stage] = _stage_listings[key]
     return out

@@ -146,8 +146,9 @@ def summarise(space: Space, candidates: list[Candidate], search: Search, info: d
     metric, reference = space.sweep.metric, search.reference
     defaults = search.rows.get(search.reference_key or "") if reference else None
     ranked = _ranked(search, space.reference(), metric)
+    taken = {c.key for c in search.simulated()}  # not those simulated ahead past the search's stop
     for c in candidates:
-        if c.key in search.rows and c.status in ("screened",):
+        if c.key in taken and c.status in ("screened",):
             c.stage, c.row = "simulated", search.rows[c.key]
             c.status, c.message = c.row["status"], c.row.get("message", "")
     best = dict(ranked[0]) if ranked else None

@@ -3,8 +3,11 @@
 The screened candidates are simulated in the order of their estimates, exactly as ``tfa-sim run`` runs
 them (timing only, no fold), through the sweep's executor (:func:`tfa_sim.explore.sweep.execute.run_points`:
 local worker processes or dask, every row appended to ``OUT/results.jsonl`` the moment it arrives, so a
-rerun skips what is there).  The search draws its next candidate only when a worker frees up, so each
-decision sees every row so far.
+rerun skips what is there).  The search draws its next candidate when a worker frees up and decides on the
+rows of the candidates before it but the last :data:`AHEAD` (one simulation runs while the next is drawn).
+While one of those rows is still missing, the candidate is simulated ahead, and it counts only if the search
+reaches it once every row is in (:meth:`Search.settle`).  So the answer does not depend on which worker
+finishes first, nor on how many there are.
 
 **Stopping rule.**  After at least :data:`MIN_SIMULATIONS` simulations, the search stops when the next
 candidate's estimate, corrected by the most favourable simulated/estimated ratio seen so far (the most the
@@ -28,6 +31,8 @@ from tfa_sim.explore.tune.space import Candidate
 MIN_SIMULATIONS = 3
 #: How much better than the best simulated value a candidate must be able to be to get simulated.
 MARGIN = 0.01
+#: The candidates just before the next one that its decision does not wait for: one runs while it is drawn.
+AHEAD = 1
 
 
 def task(key: str, overrides: dict[str, Any], config: dict[str, Any], metric: str,
@@ -51,53 +56,70 @@ class Search:
     stop: str = ""
     launched: set[str] = field(default_factory=set)
 
+    decided: int | None = None  # the search took order[:decided] (settle()); None: still searching
+
     @property
     def reference_key(self) -> str | None:
         return None if self.reference is None else point_key(self.reference)
 
     def simulated(self) -> list[Candidate]:
-        """The candidates with a row, in the screen's order."""
-        return [c for c in self.order if c.key in self.rows]
+        """The candidates the search took that have a row, in the screen's order (once settled, not those
+        simulated ahead past its stop)."""
+        end = len(self.order) if self.decided is None else self.decided
+        return [c for c in self.order[:end] if c.key in self.rows]
 
-    def _best(self) -> tuple[float, float] | None:
-        """The best simulated value and the most favourable simulated/estimated ratio (None: nothing ok yet)."""
-        ok = [(self.rows[c.key][self.metric], c.estimate) for c in self.simulated()
+    def decidable(self, n: int) -> bool:
+        """Whether every row candidate ``n``'s decision reads is in."""
+        return all(c.key in self.rows for c in self.order[:max(n - AHEAD, 0)])
+
+    def verdict(self, n: int) -> str:
+        """Why the search stops before candidate ``n``, from the rows of the candidates before it but the last
+        :data:`AHEAD` ("": it goes on)."""
+        before = [c for c in self.order[:max(n - AHEAD, 0)] if c.key in self.rows]
+        ok = [(self.rows[c.key][self.metric], c.estimate) for c in before
               if self.rows[c.key]["status"] == "ok" and c.estimate]
-        if not ok:
-            return None
-        return min(v for v, _ in ok), min(v / e for v, e in ok)
-
-    def should_stop(self, cand: Candidate) -> bool:
-        """Whether the search ends before simulating ``cand`` (recording why in :attr:`stop`)."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            self.stop = "the --budget-s was spent"
-            return True
-        best = self._best()
-        if len(self.simulated()) < MIN_SIMULATIONS or best is None or cand.estimate is None:
-            return False
-        value, ratio = best
-        if cand.estimate * ratio >= value * (1 - MARGIN):
-            self.stop = (f"the next candidate's estimate {cand.estimate:.6g} × the most favourable simulated/"
-                         f"estimated ratio {ratio:.4f} = {cand.estimate * ratio:.6g} cannot beat the best simulated "
-                         f"so far, {value:.6g}, by more than {MARGIN * 100:g} %")
-            return True
-        return False
+        cand = self.order[n]
+        if len(before) < MIN_SIMULATIONS or not ok or cand.estimate is None:
+            return ""
+        value, ratio = min(v for v, _ in ok), min(v / e for v, e in ok)
+        if cand.estimate * ratio < value * (1 - MARGIN):
+            return ""
+        return (f"the next candidate's estimate {cand.estimate:.6g} × the most favourable simulated/estimated ratio "
+                f"{ratio:.4f} = {cand.estimate * ratio:.6g} cannot beat {value:.6g}, the best of the {len(before)} "
+                f"simulations it is decided on, by more than {MARGIN * 100:g} %")
 
     def tasks(self) -> Iterator[dict[str, Any]]:
         """The simulations to run, drawn one at a time as workers free up (module docstring)."""
         for n, cand in enumerate(self.order):
             if n == 1:
                 yield from self._reference()
+            if n and self.deadline is not None and time.monotonic() > self.deadline:
+                self.stop = "the --budget-s was spent"
+                break
+            if n and self.decidable(n):
+                why = self.verdict(n)
+                if why:
+                    self.stop = why
+                    break
             if cand.key in self.rows or cand.key in self.launched:
                 continue
-            if n and self.should_stop(cand):
-                break
             assert cand.config is not None
             self.launched.add(cand.key)
             yield task(cand.key, cand.overrides, cand.config.to_dict(), self.metric)
         else:
             self.stop = f"every one of the {len(self.order)} screened candidates was simulated"
         yield from self._reference()
+
+    def settle(self) -> None:
+        """Once every row is in: the candidates the search takes, each decided as :meth:`verdict` says; the first
+        it would not simulate ends them (a candidate with no row ends them too: the budget was spent)."""
+        for n in range(1, len(self.order)):
+            why = self.verdict(n)
+            if why or self.order[n].key not in self.rows:
+                self.stop = why or self.stop
+                self.decided = n
+                return
+        self.decided = len(self.order)
 
     def _reference(self) -> Iterator[dict[str, Any]]:
         key = self.reference_key

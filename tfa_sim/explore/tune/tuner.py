@@ -10,6 +10,7 @@ directory without them is a tune that did not finish.
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
 import time
@@ -52,9 +53,13 @@ def screen(space: Space, candidates: list[Candidate], progress: bool) -> dict[st
     started = time.monotonic()
     scr = Screen(configs[0])
     bar = progress_bar(len(legal), 0, progress, "screen")
+    # The candidates and the run's listings stay alive throughout: out of the cyclic GC's walks, which the
+    # probes' short-lived objects set off thousands of times (a fifth of the screen's time otherwise).
+    gc.freeze()
     try:
         found = scr.estimate(configs, bar.update)
     finally:
+        gc.unfreeze()
         bar.close()
     for c, config, est in zip(legal, configs, found):
         c.stage = "screen"
@@ -147,6 +152,7 @@ def tune(config: Config, space_source: str | Path | Mapping[str, Any] | None = N
                        search.record)
         finally:
             bar.close()
+        search.settle()
         info["search"] = {"seconds": round(time.monotonic() - searching, 3)}
         info["seconds"] = round(time.monotonic() - started, 3)
         summary = summarise(space, candidates, search, info, top)
