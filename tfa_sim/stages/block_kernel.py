@@ -200,6 +200,11 @@ class BlockKernel:
         self.p_fifo: GmFifo | FifoWindow = FifoWindow(fifos.p, base) if base else fifos.p
         self.pv_fifo: GmFifo | FifoWindow = FifoWindow(fifos.pv, base) if base else fifos.pv
         self.sites: dict[tuple[str, int], Site] = {}  # where each stage's calls issue, by (stage, lane)
+        # what the stages ask of the block per call, read once: each local tile's global one (one past the last:
+        # the epilogue's), each AIV's rows, how far the host prefetched K and V (-1: not yet asked)
+        self.tile_ids: list[int] = [block.tile_id(t) for t in range(block.tiles + 1)]
+        self.lanes: list[tuple[int, int]] = [block.lane_rows(lane) for lane in range(LANES)]
+        self.prefetched_cols = -1
         self.issued: dict[Pipe, Instr] = {}  # each pipe's latest instruction of this unit (a mark's predecessor)
 
     def unit_view(self, block: Block, base: int) -> BlockKernel:
@@ -213,8 +218,9 @@ class BlockKernel:
               nbytes: int = 0, flops: int = 0, work: str | None = None) -> Instr:
         """An instruction group of local tile ``t`` of this block (see :class:`~tfa_sim.engine.pipes.Instr`;
         it records the global tile)."""
-        return Instr(pipe, stage, self.block.index, self.block.tile_id(t), sub, kind, cost, waits, op, then, nbytes,
-                     flops, work)
+        ids = self.tile_ids
+        return Instr(pipe, stage, self.block.index, ids[t] if t < len(ids) else ids[-1], sub, kind, cost, waits, op,
+                     then, nbytes, flops, work)
 
     def site(self, stage: str, lane: int = -1) -> Site:
         """Where ``stage``'s calls issue on AIV ``lane`` (-1: the AIC), made once."""
@@ -229,8 +235,11 @@ class BlockKernel:
         ``named_lines`` (a persistent core's units) the head is part of the name; :data:`PREFETCHED` when the
         host put it into the L2 before the launch."""
         b, col0, plan = self.block, self.block.col0(t, s), self.plan
-        if plan.prefetched and col0 + plan.shape.cube_s1 <= prefetched_columns(b, plan.config, plan.prefetched):
-            return PREFETCHED
+        if plan.prefetched:
+            if self.prefetched_cols < 0:
+                self.prefetched_cols = prefetched_columns(b, plan.config, plan.prefetched)
+            if col0 + plan.shape.cube_s1 <= self.prefetched_cols:
+                return PREFETCHED
         if self.named_lines:
             return tensor, col0, b.line_base
         return tensor, col0
@@ -268,7 +277,7 @@ class BlockKernel:
 
     def lane_rows(self, lane: int) -> tuple[int, int]:
         """(first block row, rows) of AIV ``lane`` (:meth:`~tfa_sim.spec.blocks.Block.lane_rows`)."""
-        return self.block.lane_rows(lane)
+        return self.lanes[lane]
 
     def _own(self, lane: int, mine: slice | None) -> slice:
         """AIV ``lane``'s rows of the block, or the part ``mine`` of them (counted from the AIV's first row)."""

@@ -99,7 +99,7 @@ def issue(site: Site, steps: tuple[Step, ...], binds: Binds, t: int, sub: int, s
             taken.add(ref)
         waits = tuple([_wait(kind, ref, done, binds, site) for kind, ref in step.issue_waits])
         then = _effects(step, binds)
-        pipe = getattr(site.pipes, step.pipe)
+        pipe = site.pipe[step.pipe]
         if not step.instructions:  # a mark (on PIPE_V, a point the stage's math may run at)
             before = site.previous(pipe)
             if before is not None and not waits:  # ordered after its pipe's work: the task graph's edge
@@ -111,14 +111,18 @@ def issue(site: Site, steps: tuple[Step, ...], binds: Binds, t: int, sub: int, s
             op = compute(step, binds) if compute is not None and cost else None
             ins = yield site.instr(t, sub, pipe, step.kind, cost, waits, op, then, 0, 0, label)
         elif step.pipe == "MTE1":
-            ins = yield from _extract(site, t, sub, pipe, step, binds, waits, then, compute is not None)
+            ins = yield _extract(site, t, sub, pipe, step, binds, waits, then, compute is not None)
         elif step.pipe == "M":
             acc, a = binds[step.dsts[0]], binds[step.srcs[-2]]
             op = compute(step, binds) if compute is not None else None
             ins = yield from matmul(site, t, sub, pipe, acc.rows, acc.cols, a.cols, acc.cube_k, step.final, waits, op,
                                     then, 2 * acc.rows * acc.cols * a.cols)
+        elif step.handoff >= 0 and isinstance(done[step.handoff], tuple):  # a TSTORE<Final> behind its matmul
+            srcs, nbytes, kind, op = _transfer(step, binds, compute is not None, extra)
+            ins = yield from store(site, t, sub, pipe, kind, nbytes, site.costs.fractals(srcs[0].rows, srcs[0].cols),
+                                   done[step.handoff], waits, op, then)
         else:
-            ins = yield from _dma(site, t, sub, pipe, step, binds, waits, then, done, compute is not None, extra)
+            ins = yield _dma(site, t, sub, pipe, step, binds, waits, then, compute is not None, extra)
         done[i] = ins
         last = ins[1] if isinstance(ins, tuple) else ins
         for tile in step.carries:
@@ -200,7 +204,7 @@ def _vector(site: Site, step: Step, binds: Binds, shape: tuple[int, ...]) -> tup
 
 
 def _extract(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, waits: tuple[Any, ...],
-             then: tuple[Effect, ...], data: bool) -> Program:
+             then: tuple[Effect, ...], data: bool) -> Instr:
     """TEXTRACTs in a row: one MTE1 group of their bytes to L0A and to L0B."""
     a = b = 0
     moves: list[Effect] = []
@@ -213,38 +217,39 @@ def _extract(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, 
         if data:
             moves.append(Move(src.location, dst.location))
     op = tuple(moves) if data else None
-    cost = site.costs.extract(a, b)
-    ins = yield site.instr(t, sub, pipe, "TEXTRACT", cost, waits, op, then, a + b, 0, work.extract(a, b))
-    return ins
+    return site.instr(t, sub, pipe, "TEXTRACT", site.costs.extract(a, b), waits, op, then, a + b, 0,
+                      work.extract(a, b))
 
 
-def _dma(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, waits: tuple[Any, ...],
-         then: tuple[Effect, ...], done: list[Any], data: bool, extra: Extra | None) -> Program:
-    """A TLOAD or TSTORE: the bytes of its GM side on its path through the L2 (nothing moves from a constant)."""
+def _transfer(step: Step, binds: Binds, data: bool, extra: Extra | None
+              ) -> tuple[list[Bind], int, str, tuple[Effect, ...] | None]:
+    """A TLOAD's or TSTORE's sources, the bytes of its GM side (nothing moves from a constant), its timeline name
+    and its data steps."""
     load = step.name == "TLOAD"
     dsts, srcs = [binds[t] for t in step.dsts], [binds[t] for t in step.srcs]
     gm = srcs[0] if load else dsts[0]
     near = dsts if load else srcs
     nbytes = 0 if any(b.where == "const" for b in near) else (gm.nbytes if load else sum(b.nbytes for b in srcs))
-    kind = gm.load if load else gm.store
     op: tuple[Effect, ...] | None = None
     if data and gm.nbytes:  # a slice of no rows moves nothing
         pairs = [(gm.location, d.location) for d in dsts] if load else \
             list(zip((s.location for s in srcs), gm.location if len(srcs) > 1 else (gm.location,)))
         op = tuple(Move(a, b) for a, b in pairs if a is not None and b is not None)  # (no data: the stage reads
         op += extra(step, binds) if extra is not None else ()  # its inputs itself, the combine its partials)
-    if step.handoff >= 0 and isinstance(done[step.handoff], tuple):
-        head, last = done[step.handoff]
-        acc = srcs[0]
-        ins = yield from store(site, t, sub, pipe, kind, nbytes, site.costs.fractals(acc.rows, acc.cols),
-                               (head, last), waits, op, then)
-        return ins
+    return srcs, nbytes, gm.load if load else gm.store, op
+
+
+def _dma(site: Site, t: int, sub: int, pipe: Any, step: Step, binds: Binds, waits: tuple[Any, ...],
+         then: tuple[Effect, ...], data: bool, extra: Extra | None) -> Instr:
+    """A TLOAD or TSTORE: the bytes of its GM side on its path through the L2."""
+    srcs, nbytes, kind, op = _transfer(step, binds, data, extra)
     cost: float | GmMove = 0.0
     if nbytes:
-        path = PATHS[(gm.where, near[0].where) if load else (near[0].where, gm.where)][0]
+        load = step.name == "TLOAD"
+        gm, near = (srcs[0], binds[step.dsts[0]]) if load else (binds[step.dsts[0]], srcs[0])
+        path = PATHS[(gm.where, near.where) if load else (near.where, gm.where)][0]
         cost = site.gm_move(nbytes, path, gm.line, gm.chunks)
-    ins = yield site.instr(t, sub, pipe, kind, cost, waits, op, then, nbytes, 0, None)
-    return ins
+    return site.instr(t, sub, pipe, kind, cost, waits, op, then, nbytes, 0, None)
 
 
 def scratch_bind(decl: Any, dims: Mapping[str, int]) -> Bind:

@@ -23,7 +23,8 @@ class Site:
     and stage."""
 
     def __init__(self, stage: str, pipes: Any, costs: Costs, make: Callable[..., Instr] | None = None) -> None:
-        self.stage, self.pipes, self.costs, self.make = stage, pipes, costs, make
+        self.stage, self.costs, self.make = stage, costs, make
+        self.pipe: dict[str, Any] = dict(zip(pipes._fields, pipes))  # the unit's pipes by name (MTE2, V…)
         self.priced: dict[Any, tuple[float, str | None]] = VECTOR_MEMO.setdefault(costs, {})
         self.carried: dict[str, Instr] = {}  # a carried tile → the instruction that wrote it (the block's Q load)
 
