@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tfa_sim.spec.hardware import Hardware, VectorParams
@@ -90,33 +91,32 @@ class Costs:
         completion; every pass pays its repeats; a pass over a partial repeat (mask or count mode) pays
         ``vector.count_mode`` more."""
         total = 0.0
-        for group in groups:
-            fresh = True
-            for op in group:
-                for cls, repeats, partial, barrier in self._passes(op):
-                    startup, per_repeat, completion = self._figures[cls]
-                    if fresh or barrier:
-                        total += startup + completion
-                    total += repeats * per_repeat + (self.vec.count_mode if partial else 0.0)
-                    fresh = False
+        for _, cycles in self._terms(groups):
+            total += cycles
         return total
 
     def vector_each(self, groups: tuple[Group, ...]) -> list[float]:
         """Each instruction's share of :meth:`vector`'s cycles, in order (a group's first pass carries its
         startup and completion): where a stage's vector time goes, line by line (``tfa-sim listing``)."""
-        out = []
+        out = [0.0] * sum(len(group) for group in groups)
+        for i, cycles in self._terms(groups):
+            out[i] += cycles
+        return out
+
+    def _terms(self, groups: tuple[Group, ...]) -> Iterator[tuple[int, float]]:
+        """The cycles :meth:`vector` adds, in its order, each with its instruction's index: a stream's startup
+        and completion, then each pass's repeats."""
+        i = -1
         for group in groups:
             fresh = True
             for op in group:
-                cycles = 0.0
+                i += 1
                 for cls, repeats, partial, barrier in self._passes(op):
                     startup, per_repeat, completion = self._figures[cls]
                     if fresh or barrier:
-                        cycles += startup + completion
-                    cycles += repeats * per_repeat + (self.vec.count_mode if partial else 0.0)
+                        yield i, startup + completion
+                    yield i, repeats * per_repeat + (self.vec.count_mode if partial else 0.0)
                     fresh = False
-                out.append(cycles)
-        return out
 
     def _passes(self, op: VectorOp) -> list[tuple[str, int, bool, bool]]:
         """(intrinsic class, repeats, partial repeat, after a barrier) of each pass ``op`` makes."""

@@ -10,7 +10,6 @@ directory without them is a tune that did not finish.
 """
 from __future__ import annotations
 
-import gc
 import json
 import math
 import time
@@ -53,13 +52,9 @@ def screen(space: Space, candidates: list[Candidate], progress: bool) -> dict[st
     started = time.monotonic()
     scr = Screen(configs[0])
     bar = progress_bar(len(legal), 0, progress, "screen")
-    # The candidates and the run's listings stay alive throughout: out of the cyclic GC's walks, which the
-    # probes' short-lived objects set off thousands of times (a fifth of the screen's time otherwise).
-    gc.freeze()
     try:
         found = scr.estimate(configs, bar.update)
     finally:
-        gc.unfreeze()
         bar.close()
     for c, config, est in zip(legal, configs, found):
         c.stage = "screen"
