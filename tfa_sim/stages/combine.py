@@ -40,11 +40,14 @@ from tfa_sim.stages.vector_math import interpreted, last_vector, semantics
 
 STAGE = COMBINE
 ROW = ("1", "rows")
+
+
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """A row block's combine over the run's chunks (two without a split: ``tfa-sim listing``'s call)."""
     combine = plan.geometry.combine
     chunks = max((len(b.chunks) for b in combine.order), default=2) if combine is not None else 2
     return {"chunks": chunks}, {"rows": plan.shape.half, "head": plan.shape.head}
+
 
 VOCABULARY = declare(Vocabulary(
     STAGE, "AIV",

@@ -33,12 +33,15 @@ from tfa_sim.stages.vector_math import interpreted, last_vector, semantics, vect
 
 STAGE = "compute_gu"
 ROW = ("1", "rows")
+
+
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """A later tile's update (``tfa-sim listing``'s call)."""
     n = plan.shape
     names = {"first": False, "last": False, "divide": False, "partial_chunk": False, "first_part": True,
              "last_part": True}
     return names, {"rows": -(-n.half // plan.gu_rows(n.k_tile_factor)), "head": n.head}
+
 
 VOCABULARY = declare(Vocabulary(
     STAGE, "AIV",

@@ -32,12 +32,15 @@ from tfa_sim.stages.vector_math import interpreted, last_vector, semantics, vect
 
 STAGE = "compute_p"
 ROW = ("1", "rows")
+
+
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """A full row slice of a later tile, no mask (``tfa-sim listing``'s call)."""
     n = plan.shape
     one = n.k_tile_factor == 1
     names = {"first": False, "first_slice": one, "last_slice": one, "mask": "none", "softcap": n.softcap > 0}
     return names, {"rows": n.vec_s0, "cols": n.tile_s1, "subs": n.k_tile_factor}
+
 
 VOCABULARY = declare(Vocabulary(
     STAGE, "AIV",

@@ -35,12 +35,15 @@ from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.driver import Bind, Binds, issue
 
 STAGE = "compute_pv"
+
+
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """A computed sub-tile in the middle of a tile (``tfa-sim listing``'s call)."""
     n = plan.shape
     one = n.k_tile_factor == 1
     return ({"first_sub": one, "last_sub": one, "active": True, "init": one, "final": one},
             {"rows": n.cube_s0, "head": n.head, "cube_s1": n.cube_s1, "cube_k": n.pv_cube_k})
+
 
 VOCABULARY = declare(Vocabulary(
     STAGE, "AIC",

@@ -32,12 +32,15 @@ from tfa_sim.stages.block_kernel import BlockKernel
 from tfa_sim.stages.driver import Bind, Binds, issue
 
 STAGE = "compute_qk"
+
+
 def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """A computed sub-tile of a later tile (``tfa-sim listing``'s call)."""
     n = plan.shape
     one = n.k_tile_factor == 1
     return ({"first_tile": False, "first_sub": one, "last_sub": one, "active": True},
             {"rows": n.cube_s0, "head": n.head, "cube_s1": n.cube_s1, "cube_k": n.qk_cube_k})
+
 
 VOCABULARY = declare(Vocabulary(
     STAGE, "AIC",

@@ -18,6 +18,7 @@ def steady(plan: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """The AIC's epilogue after a unit (``tfa-sim listing``'s call)."""
     return {"unit": "aic", "at": "unit"}, {"rows": plan.shape.cube_s0, "head": plan.shape.head}
 
+
 VOCABULARY = declare(Vocabulary(
     EPILOGUE, "AIC or AIV",
     tiles={"l1_q": Tile("L1", ("rows", "head"), "f16", pool=True, carried=True, held=True)},
