@@ -234,3 +234,17 @@ def test_huge_values_are_refused_not_hung(tmp_path, small_run):
 ])
 def test_exit_codes_and_one_line_in_a_real_process(tmp_path, argv, needle):
     assert_refused(tfa_subprocess(*argv, cwd=tmp_path), needle)
+
+
+def test_a_reader_that_left_ends_the_command_quietly_with_141(tmp_path):
+    """``tfa-sim … | head -1``: the pipe's reader is gone before the output is written.  No "Broken pipe" error
+    and no exit 2 as for bad input: nothing on stderr and 128 + SIGPIPE, as a shell reports for ``yes | head``."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before the first write: every write to the pipe fails with EPIPE
+    try:
+        r = subprocess.run([sys.executable, "-m", "tfa_sim", "listing", "compute_p"], stdout=write_end,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (r.returncode, r.stderr) == (cli.BROKEN_PIPE, "")
+    assert cli.BROKEN_PIPE == 128 + 13  # SIGPIPE is signal 13 on Linux and macOS

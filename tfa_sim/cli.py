@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import select
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -574,6 +575,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except TfaSimError as exc:
         return _fail(str(exc), exc.exit_code)
+    except BrokenPipeError as exc:  # the reader of our output left (``| head``): quiet, as any Unix tool
+        if _stdout_closed():
+            return BROKEN_PIPE
+        return _fail(f"{os_problem(exc)}", 2)
     except OSError as exc:  # the system refused something no check foresaw (a disk full, a file gone)
         where = f" ({exc.filename})" if exc.filename else ""
         return _fail(f"{os_problem(exc)}{where}", 2)
@@ -582,6 +587,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tfa-sim: interrupted", file=sys.stderr)
         return 130
+
+
+#: The exit code of a command whose output's reader left: 128 + SIGPIPE, what a shell reports for ``yes | head``.
+BROKEN_PIPE = 141
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output's reader has gone (its pipe polls as an error); if so stdout is pointed at
+    /dev/null, so that the interpreter's own flush at exit does not fail a second time."""
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this system, or stdout is not a file
+        return False
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return gone
 
 
 #: Every character that ends a line (``str.splitlines``), as the escape an error line shows instead.
