@@ -217,12 +217,24 @@ def run_chip(kernels: Kernel | Sequence[Kernel], hw: Hardware, log_events: bool 
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        result = _finish(chip, launcher, hw)
+    finally:
+        # GC comes back once the run's graph (cyclic: processes, pipes, instructions) is unreachable, so that its
+        # first pass frees it in the youngest generation; back while the graph is still held, that pass would
+        # only promote it, and an older generation's pass free it later: two walks over it instead of one.
+        del chip, launcher
+        if gc_was_enabled:
+            gc.enable()
+    return result
+
+
+def _finish(chip: _Chip, launcher: Any, hw: Hardware) -> SimResult:
+    """Run ``chip`` to its end (a deadlock diagnosed) and read its figures."""
+    try:
         run(chip.env)  # each launch drains its blocks' data steps before the next starts
     finally:
         if chip.stats.ops is not None:
             chip.stats.ops.close()
-        if gc_was_enabled:
-            gc.enable()
     if launcher.is_alive:
         stuck = [core for core, proc in chip.running if proc.is_alive]
         raise ScheduleError(deadlock_report(chip.env.now, stuck))

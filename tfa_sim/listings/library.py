@@ -42,9 +42,13 @@ _stage_listings: dict[tuple[str, str, str, str], StageListing] = {}
 
 
 @functools.cache
-def _shipped_text(path: Path) -> str:
-    """A shipped listing's text (the package's files do not change while it runs)."""
-    return path.read_text(encoding="utf-8")
+def _shipped_source(stage: str, value: str) -> tuple[str, str] | None:
+    """(the text, how diagnoses name it) of ``stage``'s shipped listing ``value``, None when none is shipped (the
+    package's files do not change while it runs: a tune's thousands of plans look each up once)."""
+    path = LISTINGS_DIR / stage / f"{value}{SUFFIX}"
+    if not path.is_file():
+        return None
+    return path.read_text(encoding="utf-8"), f"configs/listings/{stage}/{value}{SUFFIX}"
 
 
 def shipped(stage: str) -> list[str]:
@@ -60,11 +64,11 @@ def is_name(value: str) -> bool:
 def source(stage: str, value: str) -> tuple[str, str]:
     """(the text, how diagnoses name it) of ``stage``'s listing ``value``: a shipped name or a file path."""
     if is_name(value):
-        path = LISTINGS_DIR / stage / f"{value}{SUFFIX}"
-        if not path.is_file():
+        found = _shipped_source(stage, value)
+        if found is None:
             raise InputError(f"listings.{stage} = {value!r} is not a shipped listing; use one of "
                              f"{', '.join(shipped(stage))} or the path of a listing file")
-        return _shipped_text(path), f"configs/listings/{stage}/{value}{SUFFIX}"
+        return found
     path = Path(check_path(value, f"listings.{stage} ="))
     if not path.is_file():
         raise InputError(f"listings.{stage} = {value!r}: no such file; give the path of a listing file (or a "

@@ -21,6 +21,7 @@ Every error is an :class:`~tfa_sim.spec.errors.InputError` naming ``file:line`` 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ class Listing:
     consts: dict[str, ConstDecl] = field(default_factory=dict)
     body: list[Stmt] = field(default_factory=list)
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """The text's sha256: the same text is the same listing wherever it lives."""
         return hashlib.sha256(self.text.encode()).hexdigest()
