@@ -161,7 +161,7 @@ BAD = {
     "unknown chip": (lambda d: rewrite(d / "OpBasicInfo.csv", ",1800,1800", ",1000,1000"), (),
                      "Rated Freq 1000 MHz is no preset's clock"),
     "another clock": (lambda d: rewrite(d / "OpBasicInfo.csv", ",1800,1800", ",1500,1800"), (),
-                      "the board ran at 1500 MHz (Current Freq), the model's 910b2 at 1800 MHz; give --hw 910b4"),
+                      "the board ran at 1500 MHz, the model's 910b2 at 1800 MHz; give --hw 910b4"),
     "no profile": (lambda d: shutil.rmtree(d), (), "not found; give the OPPROF_"),
     "header only": (lambda d: (d / "PipeUtilization.csv").write_text(
         (d / "PipeUtilization.csv").read_text().splitlines()[0] + "\n"), (), "has no rows of runTFA"),

@@ -71,11 +71,12 @@ def test_the_report_names_the_skipped_line_and_why(tmp_path):
     out = tfa("profile", str(DAMAGED), "--op", "FlashAttentionScore", "--set", "case.s0=3072", "--set",
               "case.s1=1024", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert out.code == 0, out.err
-    note = (f"  skipped 1 damaged row: line 17 of {DAMAGED_CSV} (31 cells, its header 32) — a cell missing or one too "
-            f"many, so the row is left out, not realigned; the whole rows are compared")
+    note = (f"  skipped 1 damaged row: line 17 of {DAMAGED_CSV} (31 cells where its rows have 32) — a cell missing or "
+            f"one too many, so the row is left out, not realigned; the whole rows are compared")
     assert note in out.out.splitlines()
     report = json.loads((tmp_path / "out" / "profile.json").read_text())
-    assert report["skipped_lines"] == [{"file": str(DAMAGED_CSV), "line": 17, "cells": 31, "header_cells": 32}]
+    assert report["skipped_lines"] == [{"file": str(DAMAGED_CSV), "line": 17, "last_line": 17, "cells": 31,
+                                        "row_cells": 32, "header_cells": 32}]
     assert report["launch_task_us"] == [6969.308, 7119.9688, 7023.5739]
 
 
@@ -88,7 +89,7 @@ def test_a_file_cut_in_its_last_row_is_refused_as_cut(tmp_path):
     cells = len(next(csv.reader([last[: len(last) // 2]])))
     before = sorted(tmp_path.rglob("*"))
     out = tfa("profile", str(copy), "--op", "FlashAttentionScore", "--set", "case.s0=3072", cwd=tmp_path)
-    assert_refused(out, f"line 22 has {cells} cells, its header 32: the file is cut in its last row")
+    assert_refused(out, f"line 22 has {cells} cells where its rows have 32: the file is cut in its last row")
     assert out.out == "" and sorted(tmp_path.rglob("*")) == before
 
 
@@ -109,8 +110,8 @@ def test_an_operator_whose_rows_are_all_damaged_is_refused_naming_them(tmp_path)
     lines = drop_duration(copy / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "FlashAttentionScore")
     assert lines == [14, 15, 16, 17]
     out = tfa("profile", str(copy), "--op", "FlashAttentionScore", "--set", "case.s0=3072", cwd=tmp_path)
-    assert_refused(out, "has no whole row of FlashAttentionScore left to compare: line 14 of", "has 31 cells, its "
-                   "header 32 (and 3 more such rows): damaged rows, not a cut file")
+    assert_refused(out, "has no whole row of FlashAttentionScore left to compare: line 14 of", "has 31 cells where its "
+                   "rows have 32 (and 3 more such rows): damaged rows, not a cut file")
     assert read_profile(copy, "NonZero", pipes=False).launches == 3  # the other operators' rows are whole
 
 
@@ -120,8 +121,8 @@ def test_msprof_op_refuses_a_damaged_block_row(tmp_path):
     lines = (launch / "PipeUtilization.csv").read_text().split("\n")
     lines[3] = lines[3].rsplit(",", 1)[0]
     (launch / "PipeUtilization.csv").write_text("\n".join(lines))
-    with pytest.raises(InputError, match=r"line 4 of .*PipeUtilization.csv has \d+ cells, its header \d+ \(a damaged "
-                                         r"row, not a cut file\); each row is a core of a block"):
+    with pytest.raises(InputError, match=r"line 4 of .*PipeUtilization.csv has \d+ cells where its rows have \d+ "
+                                         r"\(a damaged row, not a cut file\); each row is a core of a block"):
         read_profile(launch)
 
 
@@ -250,3 +251,94 @@ def test_the_model_side_of_equal_cores_is_what_made_the_whisker_negative():
     equal = [p for p in report["pipes"].values()
              if p["model_us"] is not None and p["model_min_us"] == p["model_max_us"]]
     assert equal and any(p["model_us"] < p["model_min_us"] for p in equal)
+
+
+# --- what a reading must not do silently (a second look from outside) ---------------------------------------------
+
+def edited(tmp_path: Path, source: Path, edit) -> Path:
+    """A copy of the kernel_details.csv ``source`` with ``edit(lines)`` applied to its lines (split at LF only)."""
+    path = tmp_path / "kernel_details.csv"
+    lines = source.read_text(encoding="utf-8").split("\n")
+    edit(lines)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def test_a_prefix_does_not_fall_through_to_another_operator_when_the_named_ones_rows_are_damaged(tmp_path):
+    """Every FlashAttentionScore row of the advisor's file damaged: ``--op`` its name, or a prefix that also begins
+    FlashAttentionScore_varlen (whole), is refused — not the varlen operator compared in its place."""
+    copy = Path(shutil.copytree(ADVISOR, tmp_path / "in"))
+    assert drop_duration(copy / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", FLASH) == [14, 15, 16, 17]
+    with pytest.raises(InputError, match=f"has no whole row of {FLASH} left to compare: line 14 of"):
+        read_profile(copy, FLASH)
+    prefix = FLASH.rsplit("_", 1)[0]
+    assert read_profile(ADVISOR, prefix + "_FlashAttentionScore_varlen").launches == 1  # whole, begun by the prefix
+    with pytest.raises(InputError, match=f"--op {prefix} begins the names of whole rows' operators and a name in "
+                                         f"damaged rows .* give the operator's whole name"):
+        read_profile(copy, prefix)
+
+
+def test_a_column_named_twice_is_refused_not_read_from_either_copy(tmp_path):
+    path = edited(tmp_path, KERNEL_DETAILS, lambda ls: ls.__setitem__(0, ls[0].replace("Wait Time(us)",
+                                                                                           "Duration(us)")))
+    with pytest.raises(InputError, match=r"has the column Duration\(us\) 2 times \(columns 11, 12\): which one to "
+                                         r"read cannot be told"):
+        read_profile(path, "runTFA")
+
+
+def test_lines_end_only_where_csv_lines_do(tmp_path):
+    """A U+2028 in a quoted cell and a form feed in an unquoted one are a cell's characters (``str.splitlines``
+    broke lines there): the damaged row of line 8 is named as line 8, and a row with a form feed is whole."""
+    rows, _ = whole_rows(KERNEL_DETAILS)
+
+    def edit(ls: list[str]) -> None:
+        ls[3] = ls[3].replace(",static,", ',"sta\u2028tic",', 1)
+        ls[5] = ls[5].replace(",static,", ",sta\x0ctic,", 1)
+        ls[7] = ls[7].replace(",static,", ",", 1)
+
+    board = read_profile(edited(tmp_path, KERNEL_DETAILS, edit), "runTFA")
+    assert [(d.line, d.last) for d in board.damaged] == [(8, 8)]  # the third runTFA launch (lines 4, 6, 8)
+    assert board.launch_task_us == durations(rows, "runTFA")[:2]
+
+
+def test_a_quote_left_open_is_named_by_the_lines_it_took(tmp_path):
+    board = read_profile(edited(tmp_path, KERNEL_DETAILS, lambda ls: ls.__setitem__(5, ls[5] + '"')), "runTFA")
+    (row,) = board.damaged
+    assert (row.line, row.last) == (6, 8)
+    assert row.says().startswith("lines 6–8 (a quote left open) of ")
+
+
+def test_launches_on_several_devices_are_refused(tmp_path):
+    """An op summary or kernel_details.csv whose rows of the operator name two devices, and a database whose TASK
+    rows do: a launch is one device's."""
+    def second_device(ls: list[str]) -> None:
+        ls += [",".join("1" if i == 1 else c for i, c in enumerate(ln.split(","))) for ln in ls[1:] if "runTFA" in ln]
+
+    with pytest.raises(InputError, match=r"holds launches of runTFA on 2 devices \(0, 1\): tfa-sim compares one "
+                                         r"device's launches"):
+        read_profile(edited(tmp_path, KERNEL_DETAILS, second_device), "runTFA")
+    database = write_database(tmp_path / "msprof_1.db", SOURCE)
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE TASK SET deviceId = 1 WHERE globalTaskId = (SELECT max(c.globalTaskId) FROM "
+                   "COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.name WHERE s.value = 'runTFA')")
+    db.close()
+    with pytest.raises(InputError, match=r"on 2 devices \(0, 1\)"):
+        read_profile(database, "runTFA")
+
+
+def test_launches_at_different_clocks_are_named_not_averaged(tmp_path):
+    """AICORE_FREQ drops to 1750 MHz before the third launch: the mean clock (1783 MHz, within 1 % of the
+    preset's) would have passed; the launches of each clock are named, and one launch is compared alone."""
+    database = write_database(tmp_path / "msprof_1.db", SOURCE)
+    with sqlite3.connect(database) as db:
+        (third,) = db.execute("SELECT t.startNs FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = "
+                              "t.globalTaskId JOIN STRING_IDS s ON s.id = c.name WHERE s.value = 'runTFA' "
+                              "ORDER BY t.startNs LIMIT 1 OFFSET 2").fetchone()
+        db.execute("INSERT INTO AICORE_FREQ VALUES (0, ?, 1750)", (third - 1,))
+    db.close()
+    with pytest.raises(InputError, match=r"the launches of runTFA ran at different clocks \(1750 MHz: launch 2; "
+                                         r"1800 MHz: launches 0, 1\); compare the launches of one clock with "
+                                         r"--launch N"):
+        read_profile(database, "runTFA")
+    assert read_profile(database, "runTFA", launch=0).current_mhz == 1800.0
+    assert read_profile(database, "runTFA", launch=2).current_mhz == 1750.0

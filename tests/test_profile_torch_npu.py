@@ -323,7 +323,7 @@ BAD = {
     "a launch out of range": (lambda p: None, ("--op", "runTFA", "--launch", "3"),
                               "--launch 3: profile", "holds 3 launches of runTFA, numbered 0 … 2"),
     "a negative launch": (lambda p: None, ("--op", "runTFA", "--launch", "-1"), "--launch -1: profile"),
-    "a row cut short": (cut_mid_row, ("--op", "runTFA"), "line 6 has 10 cells, its header 47: the file is cut"),
+    "a row cut short": (cut_mid_row, ("--op", "runTFA"), "line 6 has 10 cells where its rows have 48: the file is cut"),
     "a NaN duration": (lambda p: rewrite(p, ",48.06,", ",nan,"), ("--op", "runTFA"),
                        "column Duration(us): nan is not a time or count"),
     "no operator named": (lambda p: None, (), "holds tasks of 2 operators: Cast (2 tasks), runTFA (3 tasks); pick"),

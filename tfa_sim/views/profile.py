@@ -51,6 +51,9 @@ def check_clock(board: BoardProfile, hw: Hardware) -> None:
     """The profile's chip is one the presets know (its Rated Freq is a preset's clock) and it ran at the clock
     the model runs at (its Current Freq is the config's preset's)."""
     where = f"profile {board.source}"
+    for what, mhz in (("Rated Freq", board.rated_mhz), ("the clock it ran at", board.current_mhz)):
+        if mhz is not None and not mhz > 0:
+            raise InputError(f"{where}: {what} is {mhz:g} MHz, no clock: the profile is damaged; collect it again")
     if board.rated_mhz is not None:
         known = {name: load_hardware(HardwareConfig(preset=name)).clock_mhz for name in preset_names()}
         if not any(_near(board.rated_mhz, clock) for clock in [*known.values(), hw.clock_mhz]):
@@ -61,7 +64,7 @@ def check_clock(board: BoardProfile, hw: Hardware) -> None:
     if board.current_mhz is not None and not _near(board.current_mhz, hw.clock_mhz):
         same = [n for n in preset_names() if _near(board.current_mhz, load_hardware(HardwareConfig(preset=n))
                                                    .clock_mhz)]
-        raise InputError(f"{where}: the board ran at {board.current_mhz:g} MHz (Current Freq), the model's {hw.name} "
+        raise InputError(f"{where}: the board ran at {board.current_mhz:g} MHz, the model's {hw.name} "
                          f"at {hw.clock_mhz:g} MHz; give --hw "
                          + (f"{' or '.join(same)}" if same else f"a preset file with clock_mhz = {board.current_mhz:g}")
                          + ", or profile the board at its rated clock")
@@ -193,8 +196,10 @@ def compare(board: BoardProfile, summary: dict[str, Any], bubbles: list[dict[str
 
 
 def damaged_entry(row: Damaged) -> dict[str, Any]:
-    """profile.json's record of a row left out: its file, line, cell count and its header's."""
-    return {"file": str(row.path), "line": row.line, "cells": len(row.cells), "header_cells": row.width}
+    """profile.json's record of a row left out: its file, the lines it begins and ends on, its cell count, the
+    file's rows' and the header's (a row one longer when every line ends in a comma)."""
+    return {"file": str(row.path), "line": row.line, "last_line": row.last, "cells": len(row.cells),
+            "row_cells": row.width, "header_cells": row.header}
 
 
 def launch_spread(task_us: list[float]) -> dict[str, Any]:
@@ -228,11 +233,18 @@ def notes(report: dict[str, Any]) -> list[str]:
 
 def damaged_note(rows: list[dict[str, Any]]) -> str:
     """The damaged rows left out, in words: which lines of which file, and why."""
-    shown = "; ".join(f"line {r['line']} of {r['file']} ({r['cells']} cells, its header {r['header_cells']})"
+    shown = "; ".join(f"{_lines(r)} of {r['file']} ({r['cells']} cells where its rows have {r['row_cells']})"
                       for r in rows[:DAMAGED_SHOWN])
     more = f" and {len(rows) - DAMAGED_SHOWN} more" if len(rows) > DAMAGED_SHOWN else ""
     return (f"skipped {len(rows)} damaged row{'s' if len(rows) > 1 else ''}: {shown}{more} — a cell missing or one "
             f"too many, so the row is left out, not realigned; the whole rows are compared")
+
+
+def _lines(row: dict[str, Any]) -> str:
+    """Where a damaged row lies: a line, or the lines a quote left open took into it."""
+    if row["last_line"] == row["line"]:
+        return f"line {row['line']}"
+    return f"lines {row['line']}–{row['last_line']} (a quote left open)"
 
 
 def launches_note(report: dict[str, Any]) -> str:

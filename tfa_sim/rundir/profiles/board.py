@@ -126,6 +126,33 @@ def one_shape(shapes: dict[str, tuple[int | None, int | None]], name: str, where
                          f"launches of one shape (the first: {first[0]}/{first[1]}; {odd}: {b}/{m})")
 
 
+def one_device(devices: list[object], name: str, where: str) -> object:
+    """The device the launches of ``name`` ran on (``devices``: each launch's, None where the profile does not
+    say); launches on several devices in one file are refused: a launch is one device's."""
+    found = sorted({str(d) for d in devices if given(d) is not None})
+    if len(found) > 1:
+        raise InputError(f"{where} holds launches of {name} on {len(found)} devices ({', '.join(found[:6])}): "
+                         f"tfa-sim compares one device's launches; give the profile of one device (its own "
+                         f"directory or export)")
+    return found[0] if found else None
+
+
+def one_clock(ordered: list[Task], chosen: list[Task], name: str, where: str) -> float | None:
+    """The clock the ``chosen`` launches ran at (None: the profile gives none); launches at different clocks (a
+    throttled one) are refused, naming each clock's launches (0-based in ``ordered``, start-time order)."""
+    launches: dict[float, list[int]] = defaultdict(list)
+    compared = {id(task) for task in chosen}
+    for i, task in enumerate(ordered):
+        if id(task) in compared and task.clock_mhz is not None:
+            launches[task.clock_mhz].append(i)
+    if len(launches) > 1:
+        listed = "; ".join(f"{mhz:g} MHz: launch{'es' if len(at) > 1 else ''} {', '.join(map(str, at[:6]))}"
+                           + (" …" if len(at) > 6 else "") for mhz, at in sorted(launches.items()))
+        raise InputError(f"{where}: the launches of {name} ran at different clocks ({listed}); compare the launches "
+                         f"of one clock with --launch N")
+    return next(iter(launches), None)
+
+
 def given(text: object) -> str | None:
     """A name a table gives (an operator's type), None where it marks it missing (empty, NA, N/A)."""
     return None if text is None or str(text).strip().lower() in MISSING else str(text).strip()
@@ -156,9 +183,8 @@ def from_tasks(source: Path, layout: str, files: list[str], name: str, tasks: li
         raise InputError(f"{head.where}: Block Dim is missing, so the pipes' figures (one block's) cannot be put on "
                          f"the cores; collect with --task-time=l1 (torch_npu: profiler_level Level1)")
     task_us = math.fsum(t.task_us for t in chosen) / len(chosen)
-    clocks = [t.clock_mhz for t in chosen if t.clock_mhz is not None]
     return BoardProfile(source, layout, files, name, task_us, len(ordered), head.block_dim, head.mix_block_dim,
-                        math.fsum(clocks) / len(clocks) if clocks else None, None, None, means,
+                        one_clock(ordered, chosen, name, where), None, None, means,
                         {k: v for k, v in columns.items() if not k.endswith(".time")}, [t.task_us for t in ordered],
                         launch)
 

@@ -21,7 +21,8 @@ CORE_TIME = {"cube": ("aic_time(us)", "aicore_time(us)"), "vec": ("aiv_time(us)"
 BASIC: dict[str, tuple[str, ...]] = {
     "op": ("Op Name",), "op_type": ("OP Type",), "task_type": ("Task Type",), "start": ("Task Start Time(us)",),
     "task": ("Task Duration(us)",), "block_dim": ("Block Dim", "Block Num"),
-    "mix_block_dim": ("Mix Block Dim", "Mix Block Num"), "current": ("Current Freq",), "rated": ("Rated Freq",)}
+    "mix_block_dim": ("Mix Block Dim", "Mix Block Num"), "current": ("Current Freq",), "rated": ("Rated Freq",),
+    "device": ("Device_id", "Device ID")}
 #: torch_npu's names for the op summary's columns in kernel_details.csv (its ``CsvHeaders.OP_SUMMARY_SHOW_HEADERS``
 #: → ``OP_SUMMARY_KERNEL_BASE_HEADERS``); the other columns keep the op summary's names.
 KERNEL_DETAILS_NAMES = {"op": "Name", "op_type": "Type", "task_type": "Accelerator Core", "start": "Start Time(us)",
@@ -43,7 +44,7 @@ OTHER_TASKS = ("AI_CPU", "AICPU", "HCCL", "HCCL_AI_CPU", "COMMUNICATION", "DSA_S
 #: torch_npu write ``blockDim``/``mixBlockDim``; msprof 26 ``blockNum``/``mixBlockNum``, where ``blockDim`` is the
 #: SIMT thread count of the Ascend 950 (so ``blockNum`` is read first).
 DB_COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
-    "TASK": {"id": ("globalTaskId",), "start": ("startNs",), "end": ("endNs",)},
+    "TASK": {"id": ("globalTaskId",), "start": ("startNs",), "end": ("endNs",), "device": ("deviceId",)},
     "COMPUTE_TASK_INFO": {"id": ("globalTaskId",), "op": ("name",), "op_type": ("opType",),
                           "task_type": ("taskType",), "block_dim": ("blockNum", "blockDim"),
                           "mix_block_dim": ("mixBlockNum", "mixBlockDim")},

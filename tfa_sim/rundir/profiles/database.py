@@ -21,7 +21,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tfa_sim.rundir.profiles.board import BoardProfile, Task, choose_op, from_tasks, given, missing_columns
+from tfa_sim.rundir.profiles.board import (
+    BoardProfile,
+    Task,
+    choose_op,
+    from_tasks,
+    given,
+    missing_columns,
+    one_device,
+)
 from tfa_sim.rundir.profiles.columns import (
     CORE_SHARE,
     DB_COLUMNS,
@@ -51,8 +59,9 @@ def read_database(path: Path, op: str | None, pipes: bool, launch: int | None) -
         kept = [r for r in rows if str(r["task_type"]).upper() not in OTHER_TASKS]
         name = choose_op([_op_name(r, path) for r in kept], op, f"database {path}")
         chosen = [r for r in kept if r["op"] == name]
+        device = one_device([r["device"] for r in chosen], name, f"database {path}")
         pmu = _pmu(db, cols, path, sorted({r["id"] for r in chosen}))
-        freq = _frequencies(db, path)
+        freq = _frequencies(db, path, device)
     columns = {"task": "TASK endNs − startNs"}
     required = {figure for metrics in pmu.values() for figure, names in PMU_METRICS.items()
                 if pipes and figure in SIMULATED and any(n in metrics for n in names)}
@@ -121,8 +130,10 @@ def _compute_tasks(db: sqlite3.Connection, cols: dict[str, dict[str, str] | None
                f"AS {figure}"
 
     counts = [f"c.\"{info[f]}\" AS {f}" if f in info else f"NULL AS {f}" for f in ("block_dim", "mix_block_dim")]
+    device = f"t.\"{task['device']}\"" if "device" in task else "NULL"
     query = (f"SELECT c.\"{info['id']}\" AS id, c.\"{info['op']}\" AS op_id, {named('op')}, {named('op_type')}, "
-             f"{named('task_type')}, {', '.join(counts)}, t.\"{task['start']}\" AS start, t.\"{task['end']}\" AS end "
+             f"{named('task_type')}, {', '.join(counts)}, t.\"{task['start']}\" AS start, t.\"{task['end']}\" AS end, "
+             f"{device} AS device "
              f"FROM COMPUTE_TASK_INFO c JOIN TASK t ON t.\"{task['id']}\" = c.\"{info['id']}\"")
     return list(db.execute(query))
 
@@ -215,13 +226,16 @@ def _check_unit(task: Task, columns: dict[str, str]) -> None:
                              f"tfa-sim does not know")
 
 
-def _frequencies(db: sqlite3.Connection, path: Path) -> list[tuple[Decimal, float]]:
-    """AICORE_FREQ's changes in time order: (timestampNs as µs, exactly; MHz); none without the table."""
+def _frequencies(db: sqlite3.Connection, path: Path, device: object) -> list[tuple[Decimal, float]]:
+    """AICORE_FREQ's changes of ``device`` (None: of every device; where the table has no deviceId, its every row)
+    in time order: (timestampNs as µs, exactly; MHz); none without the table."""
     present = {row[1] for row in db.execute("PRAGMA table_info(AICORE_FREQ)")}
     if not {"timestampNs", "freq"} <= present:
         return []
     out = []
-    for stamp, freq in db.execute("SELECT timestampNs, freq FROM AICORE_FREQ"):
+    own = device is not None and "deviceId" in present
+    query = "SELECT timestampNs, freq FROM AICORE_FREQ" + (" WHERE CAST(deviceId AS TEXT) = ?" if own else "")
+    for stamp, freq in db.execute(query, (str(device),) if own else ()):
         where = f"database {path}: AICORE_FREQ"
         mhz = _number(freq, f"{where} freq at timestampNs {show(stamp)}")
         if not 0 < mhz <= LARGEST:

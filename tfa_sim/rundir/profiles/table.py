@@ -3,6 +3,7 @@ named, and checked number reading (exact decimals for timestamps)."""
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -30,17 +31,21 @@ class Damaged:
     the header, only searched for an operator's name)."""
 
     path: Path
-    line: int
+    line: int  # where the row begins
+    last: int  # where it ends: later than ``line`` when a quote left open takes the next lines into the row
     cells: tuple[str, ...]
-    width: int  # the header's cell count
+    width: int  # the cell count of the file's whole rows
+    header: int  # the header's (``width`` less a trailing empty cell every row ends with)
 
     def says(self) -> str:
         """The row in words, for notes and errors."""
-        return f"line {self.line} of {self.path} has {len(self.cells)} cells, its header {self.width}"
+        where = f"line {self.line}" if self.last == self.line else f"lines {self.line}–{self.last} (a quote left open)"
+        return f"{where} of {self.path} has {len(self.cells)} cells where its rows have {self.width}"
 
-    def names(self, op: str) -> bool:
-        """True when a cell of the row is ``op`` or begins with it (the row may be a launch of it)."""
-        return any(cell.strip().startswith(op) for cell in self.cells)
+    def names(self, op: str, whole: bool = False) -> bool:
+        """True when a cell of the row is ``op`` or (``whole`` False) begins with it: the row may be a launch of
+        it."""
+        return any(cell.strip() == op or (not whole and cell.strip().startswith(op)) for cell in self.cells)
 
 
 class Table:
@@ -60,29 +65,26 @@ class Table:
         if bad >= 0:
             raise InputError(f"profile file {path} is binary, not text (byte {bad} is 0x{data[bad]:02x}): not the CSV "
                              f"msprof writes; give the .csv files of msprof's output")
-        reader = csv.reader(text.splitlines())
-        try:  # each kept row with the file's line it ends on (blank lines are skipped, not renumbered)
-            numbered = [(reader.line_num, r) for r in reader if any(cell.strip() for cell in r)]
-        except csv.Error as exc:
-            raise InputError(f"profile file {path} is not a CSV ({exc})") from None
+        numbered = _rows(text, path)
         if not numbered:
             raise InputError(f"profile file {path} is empty; {FIX_COLLECT}")
-        self.header = _without_trailing_empty([h.strip() for h in numbered[0][1]], 0)
-        width = _row_width(numbered[0][1], [r for _, r in numbered[1:]], len(self.header))
+        self.header = _without_trailing_empty([h.strip() for h in numbered[0][2]], 0)
+        width = _row_width(numbered[0][2], [r for _, _, r in numbered[1:]], len(self.header))
         self.rows: list[list[str]] = []
         self.lines: list[int] = []
         self.damaged: list[Damaged] = []
-        for i, (n, row) in enumerate(numbered[1:], start=2):
+        for i, (first, n, row) in enumerate(numbered[1:], start=2):
             if len(row) == width and not any(cell.strip() for cell in row[len(self.header):]):
                 self.rows.append(row[:len(self.header)])
                 self.lines.append(n)
             elif i == len(numbered) and len(row) < width:
-                raise InputError(f"profile file {path} line {n} has {len(row)} cells, its header "
-                                 f"{len(self.header)}: the file is cut in its last row; copy the whole file from "
-                                 f"the board again")
+                raise InputError(f"profile file {path} line {n} has {len(row)} cells where its rows have {width}: "
+                                 f"the file is cut in its last row; copy the whole file from the board again")
             else:
-                self.damaged.append(Damaged(path, n, tuple(row), len(self.header)))
-        self._index = {key(h): i for i, h in enumerate(self.header)}
+                self.damaged.append(Damaged(path, first, n, tuple(row), width, len(self.header)))
+        self._index: dict[str, list[int]] = {}
+        for i, h in enumerate(self.header):
+            self._index.setdefault(key(h), []).append(i)
 
     def require_whole(self, what: str) -> None:
         """Refuse a damaged row where every row counts (``what`` each row is: msprof op's per-block rows)."""
@@ -94,8 +96,13 @@ class Table:
     def column(self, names: tuple[str, ...], required: str = "") -> int | None:
         """The index of the first of ``names`` present; None, or with ``required`` (why it is needed) an error."""
         for name in names:
-            if key(name) in self._index:
-                return self._index[key(name)]
+            found = self._index.get(key(name), [])
+            if len(found) > 1:
+                raise InputError(f"profile file {self.path} has the column {self.header[found[0]]} "
+                                 f"{len(found)} times (columns {', '.join(str(i + 1) for i in found)}): which one "
+                                 f"to read cannot be told; give the file as the profiler wrote it")
+            if found:
+                return found[0]
         if required:
             raise InputError(f"profile file {self.path} has no column {' or '.join(names)} ({required}); "
                              f"{FIX_COLLECT}")
@@ -141,6 +148,23 @@ class Table:
             raise InputError(f"profile file {self.path} line {self.lines[row]}: {what} {value:g} is not a count; "
                              f"collect with --task-time=l1")
         return None if value is None else int(value)
+
+
+def _rows(text: str, path: Path) -> list[tuple[int, int, list[str]]]:
+    """Each row that is not blank, with the lines it begins and ends on.  Lines end only at CR, LF or CRLF, as the
+    CSV format's do: a form feed or U+2028 inside a cell is part of it (``str.splitlines`` would break there)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    out: list[tuple[int, int, list[str]]] = []
+    try:
+        while True:
+            first = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                return out
+            if any(cell.strip() for cell in row):
+                out.append((first, reader.line_num, row))
+    except csv.Error as exc:
+        raise InputError(f"profile file {path} is not a CSV ({exc})") from None
 
 
 def _without_trailing_empty(cells: list[str], width: int) -> list[str]:

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tfa_sim.rundir.profiles.board import BoardProfile, Task, choose_op, from_tasks, given, missing_columns
+from tfa_sim.rundir.profiles.board import (
+    BoardProfile,
+    Task,
+    choose_op,
+    from_tasks,
+    given,
+    missing_columns,
+    one_device,
+)
 from tfa_sim.rundir.profiles.columns import CORE_TIME, OTHER_TASKS, PIPE_COLUMNS, SIMULATED, TASK_COLUMNS
 from tfa_sim.rundir.profiles.table import FIX_COLLECT, Damaged, Table
 from tfa_sim.spec.errors import InputError
@@ -37,6 +45,7 @@ def read_task_tables(root: Path, tables: list[Table], layout: str, op: str | Non
     _some_launch_whole(whole, op, damaged, what)
     name = choose_op(whole, op, what)
     chosen = [(t, r) for t, r in kept if t.text(r, names[id(t)]) == name]
+    one_device([t.text(r, t.column(TASK_COLUMNS["device"])) for t, r in chosen], name, what)
     columns: dict[str, str] = {}
     tasks = [_task_row(t, r, name, pipes, columns) for t, r in chosen]
     board = from_tasks(root, layout, [str(t.path) for t in tables], name, tasks, columns, launch, pipes)
@@ -50,12 +59,19 @@ def read_task_tables(root: Path, tables: list[Table], layout: str, op: str | Non
 
 def _some_launch_whole(names: list[str], op: str | None, damaged: list[Damaged], what: str) -> None:
     """Refuse, naming the damaged rows, a profile whose operator (``op``, or any) has no whole row left: the rows
-    that might be its launches are damaged (their cell count is not the file's), which is not a cut file."""
-    if not damaged:
+    that might be its launches are damaged (their cell count is not the file's), which is not a cut file.  ``op``
+    begins the names of operators (as msprof's --kernel-name): when a damaged row holds a name it begins that no
+    whole row has, the operator meant may be the damaged one, so the whole name is asked for."""
+    if not damaged or (op is None and names) or (op is not None and op in names):
         return
-    if any(op is None or n.startswith(op) for n in names):
-        return
-    hits = [d for d in damaged if op is None or d.names(op)]
+    hits = [d for d in damaged if op is None or d.names(op, whole=True)]
+    if op is not None and not hits:
+        whole = set(names)
+        hits = [d for d in damaged if any(c.strip().startswith(op) and c.strip() not in whole for c in d.cells)]
+        if hits and any(n.startswith(op) for n in whole):
+            raise InputError(f"--op {plain(op)} begins the names of whole rows' operators and a name in damaged rows "
+                             f"of {what}: {hits[0].says()}; give the operator's whole name (damaged rows are left "
+                             f"out, never realigned)")
     if hits:
         which = f"of {plain(op)} " if op is not None else ""
         raise InputError(f"{what} has no whole row {which}left to compare: {hits[0].says()}"
