@@ -342,3 +342,20 @@ def test_launches_at_different_clocks_are_named_not_averaged(tmp_path):
         read_profile(database, "runTFA")
     assert read_profile(database, "runTFA", launch=0).current_mhz == 1800.0
     assert read_profile(database, "runTFA", launch=2).current_mhz == 1750.0
+
+
+def test_msprof_op_launches_are_all_there_and_at_one_clock(tmp_path):
+    """A launch directory without its OpBasicInfo.csv is refused (it was left out unsaid); launches whose Current
+    Freq differ are named, not averaged."""
+    root = Path(shutil.copytree(DATA / "a3_op_multi", tmp_path / "in"))
+    second = next(root.rglob("runTFA/1"))
+    basic = next(second.glob("OpBasicInfo*.csv"))
+    text = basic.read_text(encoding="utf-8")
+    basic.write_text(text.replace(",1800,1800", ",1500,1800"), encoding="utf-8")
+    with pytest.raises(InputError, match=r"the launches of runTFA ran at different clocks \(1500 MHz: launch 1; "
+                                         r"1800 MHz: launch 0\)"):
+        read_profile(root, "runTFA")
+    assert read_profile(root, "runTFA", launch=1).current_mhz == 1500.0
+    basic.unlink()
+    with pytest.raises(InputError, match=r"runTFA/1 holds msprof op's PipeUtilization.csv but no OpBasicInfo.csv"):
+        read_profile(root, "runTFA")

@@ -104,7 +104,8 @@ def _read_layout(root: Path, layout: str, files: list[Path], op: str | None, pip
 
 def _walk(root: Path) -> tuple[list[Path], dict[str, list[Path]]]:
     """The msprof op launch directories (holding an OpBasicInfo*.csv) under ``root`` and the files of each
-    per-task layout."""
+    per-task layout; a directory with msprof op's PipeUtilization*.csv and no OpBasicInfo*.csv is a launch whose
+    files are not all there, refused (never a launch left out unsaid)."""
     launches: list[Path] = []
     found: dict[str, list[Path]] = {layout: [] for layout in PREFERENCE}
     for seen, (here, dirs, files) in enumerate(os.walk(root)):
@@ -115,6 +116,9 @@ def _walk(root: Path) -> tuple[list[Path], dict[str, list[Path]]]:
         dirs[:] = [] if depth >= MAX_DEPTH else sorted(d for d in dirs if d.lower() != "dump")
         if any(BASIC_FILE.fullmatch(f) for f in files):
             launches.append(Path(here))
+        elif any(PIPE_FILE.fullmatch(f) for f in files):
+            raise InputError(f"profile {root}: {here} holds msprof op's PipeUtilization.csv but no OpBasicInfo.csv: a "
+                             f"launch's files are not all there; copy the profile from the board again")
         for layout, pattern in LAYOUT_FILES.items():
             found[layout] += [Path(here) / f for f in sorted(files) if pattern.fullmatch(f)]
     return sorted(launches), found

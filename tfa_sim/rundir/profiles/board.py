@@ -118,12 +118,17 @@ def one_shape(shapes: dict[str, tuple[int | None, int | None]], name: str, where
     """Refuse launches of several shapes (``shapes``: where each launch is → its Block Dim and Mix Block Dim, in
     start-time order), naming where the first launch of another shape than the first is."""
     if len(set(shapes.values())) > 1:
-        seen = sorted({f"{b}/{m}" for b, m in shapes.values()})
+        seen = sorted({_pair(b, m) for b, m in shapes.values()})
         first = next(iter(shapes.values()))
         odd, (b, m) = next((at, shape) for at, shape in shapes.items() if shape != first)
         raise InputError(f"{where}: the launches of {name} differ in Block Dim / Mix Block Dim ({', '.join(seen)}); "
                          f"pick one with --launch N (0 … {count - 1}, in start-time order), or give a profile of "
-                         f"launches of one shape (the first: {first[0]}/{first[1]}; {odd}: {b}/{m})")
+                         f"launches of one shape (the first: {_pair(*first)}; {odd}: {_pair(b, m)})")
+
+
+def _pair(block_dim: int | None, mix_block_dim: int | None) -> str:
+    """Block Dim / Mix Block Dim as a message shows them ("none" where the profile gives none)."""
+    return "/".join("none" if n is None else str(n) for n in (block_dim, mix_block_dim))
 
 
 def one_device(devices: list[object], name: str, where: str) -> object:
@@ -137,18 +142,18 @@ def one_device(devices: list[object], name: str, where: str) -> object:
     return found[0] if found else None
 
 
-def one_clock(ordered: list[Task], chosen: list[Task], name: str, where: str) -> float | None:
-    """The clock the ``chosen`` launches ran at (None: the profile gives none); launches at different clocks (a
-    throttled one) are refused, naming each clock's launches (0-based in ``ordered``, start-time order)."""
+def one_clock(clocks: dict[int, float | None], name: str, where: str, what: str = "clocks") -> float | None:
+    """The clock the launches compared ran at (``clocks``: each one's, by its number in start-time order; None: the
+    profile gives none); launches at different clocks (a throttled one) are refused, naming each clock's launches.
+    ``what``: the clock's name (a chip's Rated Freq differs between launches only in a damaged profile)."""
     launches: dict[float, list[int]] = defaultdict(list)
-    compared = {id(task) for task in chosen}
-    for i, task in enumerate(ordered):
-        if id(task) in compared and task.clock_mhz is not None:
-            launches[task.clock_mhz].append(i)
+    for i, mhz in sorted(clocks.items()):
+        if mhz is not None:
+            launches[mhz].append(i)
     if len(launches) > 1:
         listed = "; ".join(f"{mhz:g} MHz: launch{'es' if len(at) > 1 else ''} {', '.join(map(str, at[:6]))}"
                            + (" …" if len(at) > 6 else "") for mhz, at in sorted(launches.items()))
-        raise InputError(f"{where}: the launches of {name} ran at different clocks ({listed}); compare the launches "
+        raise InputError(f"{where}: the launches of {name} ran at different {what} ({listed}); compare the launches "
                          f"of one clock with --launch N")
     return next(iter(launches), None)
 
@@ -183,8 +188,10 @@ def from_tasks(source: Path, layout: str, files: list[str], name: str, tasks: li
         raise InputError(f"{head.where}: Block Dim is missing, so the pipes' figures (one block's) cannot be put on "
                          f"the cores; collect with --task-time=l1 (torch_npu: profiler_level Level1)")
     task_us = math.fsum(t.task_us for t in chosen) / len(chosen)
+    compared = {id(t) for t in chosen}
     return BoardProfile(source, layout, files, name, task_us, len(ordered), head.block_dim, head.mix_block_dim,
-                        one_clock(ordered, chosen, name, where), None, None, means,
+                        one_clock({i: t.clock_mhz for i, t in enumerate(ordered) if id(t) in compared}, name, where),
+                        None, None, means,
                         {k: v for k, v in columns.items() if not k.endswith(".time")}, [t.task_us for t in ordered],
                         launch)
 

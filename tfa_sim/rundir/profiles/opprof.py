@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from tfa_sim.rundir.profiles.board import BoardProfile, Unit, choose_op, given, one_shape, pick
+from tfa_sim.rundir.profiles.board import BoardProfile, Unit, choose_op, given, one_clock, one_shape, pick
 from tfa_sim.rundir.profiles.columns import BASIC, CORE_TIME, PIPE_COLUMNS, SIMULATED
 from tfa_sim.rundir.profiles.table import FIX_COLLECT, Table
 from tfa_sim.spec.errors import InputError
@@ -51,7 +51,8 @@ def read_op_launches(root: Path, launches: list[Path], op: str | None, pipes: bo
     first = infos[chosen[0]]
     return BoardProfile(root, "msprof op", files, name, math.fsum(tasks) / len(tasks), len(ordered),
                         _count_of(first["block_dim"]), _count_of(first["mix_block_dim"]),
-                        _mean_of([infos[d]["current"] for d in chosen]), _mean_of([infos[d]["rated"] for d in chosen]),
+                        _clock(infos, ordered, chosen, "current", name, root),
+                        _clock(infos, ordered, chosen, "rated", name, root),
                         _merge(per_launch), {}, {**columns, "task": str(first["task_column"])},
                         [_task(infos[d], d)[0] for d in ordered], launch,
                         op_type=given(first["op_type"]))
@@ -101,9 +102,11 @@ def _count_of(value: float | str | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _mean_of(values: list[float | str | None]) -> float | None:
-    numbers = [v for v in values if isinstance(v, float)]
-    return math.fsum(numbers) / len(numbers) if numbers else None
+def _clock(infos: dict[Path, dict[str, float | str | None]], ordered: list[Path], chosen: list[Path], which: str,
+           name: str, root: Path) -> float | None:
+    """The ``which`` clock (``current``: Current Freq, ``rated``: Rated Freq) of the launches compared: one."""
+    clocks = {i: v if isinstance(v := infos[d][which], float) else None for i, d in enumerate(ordered) if d in chosen}
+    return one_clock(clocks, name, f"profile {root}", "clocks" if which == "current" else "Rated Freq")
 
 
 def _pipe_columns(table: Table, pipes: bool) -> dict[str, int]:

@@ -87,7 +87,8 @@ def _task_row(t: Table, r: int, name: str, pipes: bool, columns: dict[str, str])
     columns["task"] = t.header[task_col]
     task = t.number(r, task_col)
     if not task:
-        raise InputError(f"{where}: the task's time of {name} is {task}; a launch takes time: collect with "
+        said = "missing (empty or N/A)" if task is None else "0 µs"
+        raise InputError(f"{where}: the task's time of {name} is {said}; a launch takes time: collect with "
                          f"--task-time=l1")
     start = t.column(TASK_COLUMNS["start"])
     blocks = _whole(t, r, t.column(TASK_COLUMNS["block_dim"], "the launch's blocks"), "Block Dim")
