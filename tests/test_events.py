@@ -157,8 +157,10 @@ def networkx_critical_path(records: list, overhead: dict, launches: list[int]) -
 
 
 @pytest.mark.parametrize("overrides", [["case.s0=512", "case.s1=2048"], ["case.s1=128", "tiling.tile_s1=128"],
-                                       ["case.s0=100", "case.s1=4096", "case.heads=2", "schedule.s1_split=4"]],
-                         ids=["4 cores", "one tile", "split-S1 (two launches)"])
+                                       ["case.s0=100", "case.s1=4096", "case.heads=2", "schedule.s1_split=4"],
+                                       ["kernel.launch_grid=persistent", "case.s0=256", "case.s1=512",
+                                        "case.causal=true", "hardware.cores=1"]],
+                         ids=["4 cores", "one tile", "split-S1 (two launches)", "persistent causal (units overlap)"])
 def test_columnar_critical_path_equals_the_networkx_walk(overrides):
     import dataclasses
 
@@ -171,4 +173,5 @@ def test_columnar_critical_path_equals_the_networkx_walk(overrides):
     length, path, share = networkx_critical_path(sim.stats.events.records(), overhead, launches)
     cp = critical_path_report(sim.stats.events, overhead, launches)
     assert cp["length_cycles"] == round(length, 3) and cp["path"] == path
+    assert path == sorted(path)  # ids are completion order: nothing waits for what completed after it
     assert cp["share"] == {k: round(v / length, 4) for k, v in sorted(share.items(), key=lambda kv: -kv[1]) if v}

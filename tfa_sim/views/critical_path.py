@@ -38,6 +38,7 @@ def structural_edges(ids: Sequence[int], ends: Sequence[float], cores: Sequence[
         groups[key].append(at)
     out: dict[int, list[tuple[Any, float, str]]] = defaultdict(list)
     block_end: dict[tuple[int, int], int] = {}
+    block_ids: dict[tuple[int, int], list[int]] = {}
     launch_ends: dict[int, list[int]] = defaultdict(list)
     for (core, block), ats in sorted(groups.items(), key=lambda kv: min(ids[a] for a in kv[1])):
         launch = bisect.bisect_right(launches, block)
@@ -46,13 +47,22 @@ def structural_edges(ids: Sequence[int], ends: Sequence[float], cores: Sequence[
         for a in ats:
             if has_deps[a]:
                 continue
-            if prev is None:
+            after = prev if prev is None or prev < ids[a] else _latest_before(block_ids[(launch, core)], ids[a])
+            if after is None:
                 out[ids[a]] += [(p, start + core * stagger + dispatch, "launch") for p in before]
             else:
-                out[ids[a]].append((prev, dispatch, "dispatch"))
+                out[ids[a]].append((after, dispatch, "dispatch"))
         block_end[(launch, core)] = ids[max(ats, key=lambda a: ends[a])]
+        block_ids[(launch, core)] = sorted(ids[a] for a in ats)
         launch_ends[launch] = [i for (lc, _c), i in block_end.items() if lc == launch]
     return out
+
+
+def _latest_before(block: list[int], at: int) -> int | None:
+    """The last instruction of ``block`` (its ids, sorted) completed before instruction ``at``: what a persistent
+    core's next unit, which overlaps the unit before it, can have waited for (None: nothing of it was done)."""
+    i = bisect.bisect_left(block, at)
+    return block[i - 1] if i else None
 
 
 def critical_path(log: EventLog, overhead: Mapping[str, float], launches: Sequence[int] = ()) -> dict[str, Any]:
