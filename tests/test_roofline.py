@@ -151,6 +151,11 @@ def test_without_the_event_log_or_folded() -> None:
         assert set(table["nearest"]) <= {"gm.L2", "gm.HBM"}
         assert "busy share only" in format_nearest(summary)[0]
         _ceiling(summary, f"fold={fold}")
+    masked = tfa_sim.load_config(overrides={"numerics.enabled": False, "case.s0": 1024, "case.s1": 1024,
+                                            "case.causal": True})
+    summary = runner.compute(masked, event_log=False, fold=True).summary  # a mask is never folded
+    assert summary["folded"].startswith("not folded") and "ran in full without (--fold keeps none): rerun without " \
+        "--fold" in summary["roofline"]["missing"]
 
 
 def test_work_labels_round_trip_and_older_logs(timing_run: Path, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from tfa_sim.buffers.capacity import buffer_use, cube_k
+from tfa_sim.buffers.capacity import CUBE_K_CHOICES, buffer_use, cube_k
 from tfa_sim.spec.choices import problems
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
@@ -73,7 +73,9 @@ def check_legal(config: Config) -> None:
             low = 0 if key in ZERO_OK else 1
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise InputError(f"illegal config: {section}.{key}={value} must be ≥ {low}")
-    _require(c.head % 16 == 0, f"case.head={c.head} must be a multiple of 16 (cube fractal 16×16); use 64 or 128")
+    step = min(CUBE_K_CHOICES)
+    _require(c.head % step == 0, f"case.head={c.head} must be a multiple of {step}: QK's matmul steps its K (HEAD) "
+             f"in a CubeK of {'/'.join(map(str, CUBE_K_CHOICES))}; use 64 or 128")
     near = _divisors_near(c.heads, c.kv_heads)
     _require(c.heads % c.kv_heads == 0, f"case.heads={c.heads} is not a multiple of case.kv_heads={c.kv_heads} "
              f"(GQA groups); " + (f"use kv_heads={near}" if near else "use a kv_heads that divides heads"))
@@ -81,7 +83,8 @@ def check_legal(config: Config) -> None:
     _check_choices(config)
     _require(c.s1 % t.tile_s1 == 0, f"S1 % TILE_S1 == 0 broken: case.s1={c.s1}, tiling.tile_s1={t.tile_s1}; "
              + _fix("tile_s1", c.s1, t.tile_s1, t.cube_s1, "case.s1", t.tile_s1))
-    _require(t.cube_s1 % 16 == 0, f"tiling.cube_s1={t.cube_s1} must be a multiple of 16 (cube fractal); use 128")
+    _require(t.cube_s1 % step == 0, f"tiling.cube_s1={t.cube_s1} must be a multiple of {step}: PV's matmul steps its "
+             f"K (CUBE_S1) in a CubeK of {'/'.join(map(str, CUBE_K_CHOICES))}; use 128")
     _require(t.tile_s1 % t.cube_s1 == 0, f"TILE_S1 % CUBE_S1 == 0 broken: tiling.tile_s1={t.tile_s1}, "
              f"tiling.cube_s1={t.cube_s1}; use tile_s1={max(t.cube_s1, t.tile_s1 // t.cube_s1 * t.cube_s1)}")
     kf = t.k_tile_factor

@@ -177,6 +177,8 @@ def _why_missing(summary: dict[str, Any]) -> str:
     folded = summary.get("folded")
     if isinstance(folded, list):
         return NO_LOG.format(why="was folded from short samples without", option="--fold")
+    if folded is not None:  # --fold asked for, the run simulated in full (the reason why), still without the log
+        return NO_LOG.format(why="ran in full without (--fold keeps none)", option="--fold")
     return NO_LOG.format(why="ran without (--no-event-log)", option="--no-event-log")
 
 
