@@ -109,3 +109,19 @@ def test_viridis_ends_get_readable_labels():
     viridis = matplotlib.colormaps["viridis"]
     assert label_color(viridis(1.0)) == "black"  # yellow: white text was unreadable
     assert label_color(viridis(0.0)) == "white"  # dark purple
+
+
+def test_ties_rank_in_the_sweeps_own_order_whatever_order_the_rows_arrived_in(tmp_path):
+    """Two tilings of equal time: the one the file lists first ranks first, with the rows written in either order
+    (parallel workers append them as they finish)."""
+    rows = [ok_row({"tiling.tile_s1": t, "schedule.qk_preload": 2}, 10.0) for t in (512, 128)]
+    axes = [["tiling.tile_s1", [512, 128]], ["schedule.qk_preload", [2]]]
+    reports = []
+    for name, order in (("as_listed", rows), ("reversed", rows[::-1])):
+        path = sweep_dir(tmp_path / name, order, axes=[a for a, _ in axes])
+        meta = json.loads((path / "sweep.json").read_text())
+        (path / "sweep.json").write_text(json.dumps({**meta, "definition": {"axes": axes}}))
+        reports.append(sweep_report(path, plots=False))
+    ranked = [[r["overrides"]["tiling.tile_s1"] for r in rep["shapes"][0]["ranked"]] for rep in reports]
+    assert ranked == [[512, 128], [512, 128]]
+    assert reports[0]["shapes"] == reports[1]["shapes"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,20 @@ def pareto(rows: list[dict[str, Any]], metric: str, other: str) -> list[dict[str
             front.append(r)
             best = sign * r[metric]
     return front
+
+
+def space_order(meta: dict[str, Any]) -> Callable[[dict[str, Any]], tuple]:
+    """A row's place in the sweep's own order (each axis's values as the file lists them, the first axis first):
+    rows read in the order the workers finished are put back in it, so that rows of equal figures rank the same
+    on every run, the first listed first."""
+    axes = (meta.get("definition") or {}).get("axes") or []
+    places = [(axis, {json.dumps(v, default=str): i for i, v in enumerate(values)}) for axis, values in axes]
+
+    def place(row: dict[str, Any]) -> tuple:
+        given = row.get("overrides") or {}
+        return (*(where.get(json.dumps(given.get(axis), default=str), len(where)) for axis, where in places),
+                json.dumps(given, sort_keys=True, default=str), row["key"])
+    return place
 
 
 def references(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
@@ -83,7 +98,7 @@ def sweep_report(out_dir: str | Path, plots: bool = True) -> dict[str, Any]:
     out = Path(out_dir)
     meta = read_meta(out)
     metric = meta["metric"]
-    rows = read_results(out / RESULTS)
+    rows = sorted(read_results(out / RESULTS), key=space_order(meta))
     ok = [r for r in rows if r["status"] == "ok"]
     status = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
     status = {s: n for s, n in status.items() if n or s in STATUSES[:4]}
