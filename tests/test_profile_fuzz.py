@@ -186,9 +186,10 @@ def launches_of(launches: list[Launch], pipes: bool) -> Reading:
     means = {k: math.fsum(v) / len(v) for k, v in figures.items()}
     if first[0] is None and pipes and any(p in means for p in SIMULATED):
         raise Refused("Block Dim is missing", launches[0].where)
-    clocks = [t.clock_mhz for t in launches if t.clock_mhz is not None]
-    return Reading([t.task_us for t in launches], first[0], first[1], means,
-                   clock_mhz=math.fsum(clocks) / len(clocks) if clocks else None)
+    clocks = {t.clock_mhz for t in launches if t.clock_mhz is not None}
+    if len(clocks) > 1:
+        raise Refused("ran at different clocks", None)
+    return Reading([t.task_us for t in launches], first[0], first[1], means, clock_mhz=next(iter(clocks), None))
 
 
 def csv_expected(header: list[str], rows: list[tuple[int, list[str]]], damaged: list[tuple[int, list[str]]], op: str,
@@ -390,8 +391,9 @@ def db_expected(path: Path, op: str, pipes: bool = True) -> Reading:
     db.close()
     strings = {r["id"]: r["value"] for r in tables["STRING_IDS"] or []}
     tasks = tables["TASK"] or []
-    joined = [(c, t) for c in tables["COMPUTE_TASK_INFO"] or [] for t in tasks
-              if c["globalTaskId"] is not None and t["globalTaskId"] == c["globalTaskId"]]
+    joined = [(c, t) for c in tables["COMPUTE_TASK_INFO"] or []  # a compute task without its TASK row: t None
+              for t in [t for t in tasks if c["globalTaskId"] is not None and t["globalTaskId"] == c["globalTaskId"]]
+              or [None]]
     kind = [str(strings.get(c["taskType"])) for c, _ in joined]
     skipped = Counter(k for k in kind if k.upper() in OTHER_TASKS)
     kept = [j for j, k in zip(joined, kind) if k.upper() not in OTHER_TASKS]
@@ -423,10 +425,12 @@ def db_expected(path: Path, op: str, pipes: bool = True) -> Reading:
     return reading
 
 
-def db_launch(c: dict[str, Any], t: dict[str, Any], metrics: dict[str, float], required: set[str],
+def db_launch(c: dict[str, Any], t: dict[str, Any] | None, metrics: dict[str, float], required: set[str],
               clocks: list[tuple[Decimal, float]]) -> Launch:
     """One launch of the database: its task µs, exact from the integers; blocks; metrics in µs; the clock."""
     where = f"globalTaskId {c['globalTaskId']}"
+    if t is None:
+        raise Refused("that TASK has no row of", where)
     start, end = whole_number(t["startNs"], where), whole_number(t["endNs"], where)
     if end <= start:
         raise Refused("is not after its startNs", where)

@@ -359,3 +359,15 @@ def test_msprof_op_launches_are_all_there_and_at_one_clock(tmp_path):
     basic.unlink()
     with pytest.raises(InputError, match=r"runTFA/1 holds msprof op's PipeUtilization.csv but no OpBasicInfo.csv"):
         read_profile(root, "runTFA")
+
+
+def test_a_launch_without_its_task_row_is_refused_not_left_out(tmp_path):
+    database = write_database(tmp_path / "msprof_1.db", SOURCE)
+    with sqlite3.connect(database) as db:
+        (task,) = db.execute("SELECT max(c.globalTaskId) FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.name "
+                             "WHERE s.value = 'runTFA'").fetchone()
+        db.execute("DELETE FROM TASK WHERE globalTaskId = ?", (task,))
+    db.close()
+    with pytest.raises(InputError, match=f"globalTaskId {task}: COMPUTE_TASK_INFO has a launch of runTFA that TASK "
+                                         f"has no row of"):
+        read_profile(database, "runTFA")

@@ -120,7 +120,8 @@ def _columns(db: sqlite3.Connection, path: Path, table: str) -> dict[str, str] |
 
 
 def _compute_tasks(db: sqlite3.Connection, cols: dict[str, dict[str, str] | None]) -> list[sqlite3.Row]:
-    """Every compute task with its launch's times, the names resolved through STRING_IDS."""
+    """Every compute task with its launch's times (``found`` None where TASK has no row of it), the names resolved
+    through STRING_IDS."""
     task, info, ids = cols["TASK"] or {}, cols["COMPUTE_TASK_INFO"] or {}, cols["STRING_IDS"] or {}
 
     def named(figure: str) -> str:
@@ -133,8 +134,8 @@ def _compute_tasks(db: sqlite3.Connection, cols: dict[str, dict[str, str] | None
     device = f"t.\"{task['device']}\"" if "device" in task else "NULL"
     query = (f"SELECT c.\"{info['id']}\" AS id, c.\"{info['op']}\" AS op_id, {named('op')}, {named('op_type')}, "
              f"{named('task_type')}, {', '.join(counts)}, t.\"{task['start']}\" AS start, t.\"{task['end']}\" AS end, "
-             f"{device} AS device "
-             f"FROM COMPUTE_TASK_INFO c JOIN TASK t ON t.\"{task['id']}\" = c.\"{info['id']}\"")
+             f"{device} AS device, t.\"{task['id']}\" AS found "
+             f"FROM COMPUTE_TASK_INFO c LEFT JOIN TASK t ON t.\"{task['id']}\" = c.\"{info['id']}\"")
     return list(db.execute(query))
 
 
@@ -188,6 +189,9 @@ def _task(path: Path, row: sqlite3.Row, metrics: dict[str, float], name: str, re
     COMPUTE_TASK_INFO, the pipes' and cores' busy µs from TASK_PMU_INFO (the metric each came from noted in
     ``columns``); ``required``: the simulated pipes every launch must have (those any launch compared has)."""
     where = f"database {path}, globalTaskId {row['id']}"
+    if row["found"] is None:
+        raise InputError(f"{where}: COMPUTE_TASK_INFO has a launch of {name} that TASK has no row of, so its time is "
+                         f"unknown: the database is damaged; copy it again")
     start, end = (_whole(row[k], f"{where}: TASK {k}Ns") for k in ("start", "end"))
     if end <= start:
         raise InputError(f"{where}: TASK's endNs {end} is not after its startNs {start}; the database is damaged: "
