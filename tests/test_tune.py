@@ -249,3 +249,20 @@ def test_the_dask_executor_gives_the_same_answer(tuned):
     r = tune_cli("--space", tmp / "space.toml", "--executor", "dask", "--jobs", 2, "--out", tmp / "dask")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp / "dask" / "tune.json").read_text())["best"]["time_us"] == result.time_us
+
+
+@pytest.mark.parametrize("build", ["dsl", "jit"])
+def test_a_space_whose_base_names_a_build_tunes_that_build(build):
+    """[base.kernel] build = … : every candidate runs that build's choices (not the command's build's, kept
+    beside it), as the defaults' row does; only the axis' knob differs from the build's bundle."""
+    from tfa_sim.explore.tune.space import legal_candidates, load_space
+
+    space = load_space(load_config(None, None, []), {"base": {"case": {"s0": 512, "s1": 2048},
+                                                                "kernel": {"build": build}},
+                                                       "axes": {"kernel.cube_handoff": ["flags", "unit_flag"]}})
+    bundle = load_config(None, None, [f"kernel.build={build}", "case.s0=512", "case.s1=2048"])
+    for cand in legal_candidates(space):
+        assert cand.config is not None and cand.config.kernel.build == build
+        changed = {k: v for k, v in vars(cand.config.kernel).items() if getattr(bundle.kernel, k) != v}
+        assert set(changed) <= {"cube_handoff"}, changed
+        assert cand.config.schedule == bundle.schedule and cand.config.tiling == bundle.tiling

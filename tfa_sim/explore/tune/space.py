@@ -41,6 +41,7 @@ from tfa_sim.explore.sweep.execute import check_constraints
 from tfa_sim.explore.sweep.points import indices, point_at, point_key, reference_config
 from tfa_sim.explore.sweep.schema import filled
 from tfa_sim.explore.sweep.spec import Sweep, load_sweep
+from tfa_sim.spec.builds import change_build
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.load import build_config, parse_config
@@ -125,6 +126,9 @@ def load_space(config: Config, source: str | Path | Mapping[str, Any] | None) ->
             raise InputError(f"{where}: [sweep] metric = {sweep.metric!r}: the tuner minimises a time; use one of "
                              f"{', '.join(METRICS)}")
         base = {s: {**values, **sweep.base.get(s, {})} for s, values in user.items()}
+        if "build" in sweep.base.get("kernel", {}):  # the [base]'s build brings its choices: the config's are
+            base = change_build(base, user["kernel"]["build"],  # its own build's, dropped but for [base]'s keys
+                                keep={(s, k) for s, values in sweep.base.items() for k in values})
         if sweep.base.get("case") and "name" not in sweep.base["case"]:
             base["case"]["name"] = ""  # a shape changed by [base] is named after itself, as --set does
         sweep = dataclasses.replace(sweep, base=base)
