@@ -142,3 +142,99 @@ def test_the_guide_says_what_each_registry_takes():
     text = (Path(__file__).resolve().parents[1] / GUIDE).read_text(encoding="utf-8")
     for choice in choices.choices():
         assert f"| `{choice.key}` | {choice.offers} |" in text, choice.key
+
+
+# ---- a second look from outside: scoping, contracts kept at use, the sweep's base -------------------------------
+
+SMALL = ["--no-numerics", "--no-event-log", "--set", "case.s0=512", "--set", "case.s1=2048"]
+
+
+def write_plugin(path: Path, body: str) -> Path:
+    path.write_text("from tfa_sim.api.plugins import register\n" + body, encoding="utf-8")
+    return path
+
+
+def test_a_value_is_a_configs_only_when_it_loads_its_plugin(tmp_path):
+    """A plugin loaded by one config of the process (a sweep's other point) lends its value to no other."""
+    ring = write_plugin(tmp_path / "ring_twice.py", "register('exp_ring', 'twice', lambda s: 2 * s.cv_fifo_size, "
+                                                    "'twice the FIFO', 'a test')\n")
+    assert tfa_sim.load_config(overrides={"kernel.exp_ring": "twice"}, plugins=[ring]).kernel.exp_ring == "twice"
+    with pytest.raises(InputError, match=f"kernel.exp_ring = twice is a value of plugin {ring}, which this config "
+                                         f"does not load; add the plugin"):
+        tfa_sim.load_config(overrides={"kernel.exp_ring": "twice"})
+
+
+def test_what_a_failed_plugin_registered_through_another_module_is_taken_back(tmp_path, monkeypatch):
+    (tmp_path / "ring_helper.py").write_text("from tfa_sim.api.plugins import register\n"
+                                             "def add(name, n):\n"
+                                             "    register('exp_ring', name, lambda s: n, 'a helper', 'a test')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bad = tmp_path / "via_helper.py"
+    bad.write_text("import ring_helper\nring_helper.add('helped', 6)\nraise RuntimeError('after the helper')\n")
+    with pytest.raises(InputError, match=r"failed to import: RuntimeError: after the helper \(line 3 of "):
+        tfa_sim.load_config(plugins=[bad])
+    assert "helped" not in choices.REGISTRIES["exp_ring"].values
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("register('exp_ring', 'none_left', lambda s: 0, 'd', 's')\n", "answered 0; it must answer a whole number of "
+                                                                    "entries ≥ 1"),
+    ("register('exp_ring', 'broken', lambda s: 1 // 0, 'd', 's')\n", "raised ZeroDivisionError"),
+    ("register('exp_ring', 'ruled', lambda s: 4, 'd', 's', rules=(lambda: None,))\n", "its rule <lambda> raised "
+                                                                                      "TypeError"),
+    ("register('exp_ring', 'yes', lambda s: 4, 'd', 's', rules=(lambda c: True,))\n", "its rule <lambda> answered "
+                                                                                      "True"),
+    ("register('prefetch', 'minus', lambda c: -5, 'd', 's')\n", "answered -5; it must answer a whole number of rows"),
+])
+def test_a_value_that_breaks_its_contract_when_used_is_one_line_naming_it(body, needle, tmp_path, capsys):
+    path = write_plugin(tmp_path / "contract.py", body)
+    key, name = body.split("'")[1], body.split("'")[3]
+    assert main(["run", *SMALL, "--plugin", str(path), "--set", f"kernel.{key}={name}", "--out",
+                 str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and needle in err and f"kernel.{key} = {name} ({path})" in err, err
+
+
+@pytest.mark.parametrize("body", ["register('ub_union', 'true', object(), 'd', 's')\n",
+                                  "register('prefetch', True, lambda c: 0, 'd', 's')\n"])
+def test_true_and_false_are_a_yes_no_choices_values_only(body, tmp_path):
+    with pytest.raises(InputError, match="true and false are the values of a yes/no choice only"):
+        tfa_sim.load_config(plugins=[write_plugin(tmp_path / "spelled.py", body)])
+
+
+def test_a_sweep_whose_base_plugin_fails_is_refused_before_any_point(tmp_path, capsys):
+    bad = tmp_path / "raises.py"
+    bad.write_text("raise RuntimeError('boom at import')\n")
+    spec = tmp_path / "s.toml"
+    spec.write_text('[base.case]\ns0 = 512\ns1 = 2048\n[axes]\n"schedule.qk_preload" = [2, 3]\n')
+    assert main(["sweep", str(spec), "--plugin", str(bad), "--no-progress", "--no-plots", "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "[base] kernel.plugins: plugin" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_a_bundle_loads_its_bases_plugins_and_its_own(tmp_path):
+    """mine.toml (a plugin's ring) ← grand.toml (another plugin's value): both values are the config's."""
+    write_plugin(tmp_path / "ring_six.py", "register('exp_ring', 'six', lambda s: 6, 'six entries', 'a test')\n")
+    write_plugin(tmp_path / "rows_one.py", "register('gu_rows', 'one_call', lambda kf: 1, 'one call', 'a test')\n")
+    (tmp_path / "mine.toml").write_text('base = "manual"\n[kernel]\nplugins = ["ring_six.py"]\nexp_ring = "six"\n')
+    (tmp_path / "grand.toml").write_text('base = "mine.toml"\n[kernel]\nplugins = ["rows_one.py"]\n'
+                                         'gu_rows = "one_call"\n')
+    kernel = tfa_sim.load_config(overrides={"kernel.build": str(tmp_path / "grand.toml")}).kernel
+    assert (kernel.exp_ring, kernel.gu_rows) == ("six", "one_call")
+
+
+def test_a_long_chain_of_bases_is_not_called_a_loop(tmp_path):
+    from tfa_sim.spec.builds import MAX_BASES
+
+    (tmp_path / "c0.toml").write_text('base = "dsl"\n')
+    for n in range(1, MAX_BASES + 2):
+        (tmp_path / f"c{n}.toml").write_text(f'base = "c{n - 1}.toml"\n')
+    with pytest.raises(InputError, match=f"more than {MAX_BASES}: start from a bundle nearer the build"):
+        tfa_sim.load_config(overrides={"kernel.build": str(tmp_path / f"c{MAX_BASES + 1}.toml")})
+
+
+def test_best_toml_names_a_bundle_by_its_absolute_path(tmp_path, monkeypatch):
+    from tfa_sim.explore.tune.report import config_toml
+
+    monkeypatch.chdir(tmp_path)
+    assert f'build = "{tmp_path / "bund" / "mine.toml"}"' in config_toml({"kernel": {"build": "bund/mine.toml"}}, "c")

@@ -6,6 +6,7 @@ import os
 import re
 import select
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -584,6 +585,15 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{os_problem(exc)}{where}", 2)
     except MemoryError:
         return _fail("out of memory: narrow the run (fewer batch/heads, a smaller S0 or S1) or free memory", 2)
+    except Exception as exc:  # with a user's plugin loaded, its value is the likeliest cause: one line, not a trace
+        from tfa_sim.spec import plugins
+
+        if not plugins.LOADED:
+            raise
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        return _fail(f"{type(exc).__name__}: {exc} (line {frame.lineno} of {frame.filename}) with plugin(s) "
+                     f"{', '.join(plugins.NAMED.values())} loaded: a plugin's value may break its registry's "
+                     f"contract (docs/guide/extending.md); run without the plugins to tell", 2)
     except KeyboardInterrupt:
         print("tfa-sim: interrupted", file=sys.stderr)
         return 130

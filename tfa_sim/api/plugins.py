@@ -28,4 +28,5 @@ def register(key: str, name: str | bool, does: Any, doc: str, source: str, rules
     a ``doc`` line and its ``source``, and its legality ``rules`` (functions config → a one-line problem or
     None).  ``module`` defaults to the calling module (what a failed plugin's registrations are taken back by)."""
     caller = module or sys._getframe(1).f_globals.get("__name__", "plugin")
-    return registry(key).add(name, does, doc, source, tuple(rules), caller)
+    given = tuple(rules) if isinstance(rules, (list, tuple)) else rules  # anything else: the registry says why
+    return registry(key).add(name, does, doc, source, given, caller)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfa_sim.spec.choices import EXP_RING, UB_UNION
+from tfa_sim.spec.choices import EXP_RING, UB_UNION, answer, whole
 from tfa_sim.spec.config import Config, ScheduleConfig
 
 FP16 = 2
@@ -114,9 +114,9 @@ def buffer_plan(config: Config) -> BufferPlan:
     local = s.local_slot_num
     ub_src = s.ub_src if s.ub_src is not None else local
     union = UB_UNION.value(k.ub_union).does.union
-    ring: RingEntries = EXP_RING.value(k.exp_ring).does
+    ring = answer("exp_ring", k.exp_ring, s, wants="a whole number of entries ≥ 1", check=whole(1))
     return BufferPlan(s.l1_q, s.l1_k, s.l1_p if s.l1_p is not None else local, s.l1_v, s.l0a, s.l0b, s.l0c,
-                      ub_src, 0 if union else ub_src, s.ub_x_exp, ring(s))
+                      ub_src, 0 if union else ub_src, s.ub_x_exp, ring)
 
 
 @dataclass(frozen=True)

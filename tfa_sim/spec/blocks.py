@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tfa_sim.spec.choices import PREFETCH
+from tfa_sim.spec.choices import PREFETCH, answer, whole
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import load_hardware
@@ -333,7 +333,8 @@ PREFETCH.add("none", _nothing, "nothing: every first read of an input line misse
 def prefetched_rows(config: Config) -> int:
     """Rows of each input tensor (Q, K, V, in memory order: batch, head, position) in the L2 when the launch
     starts, as ``kernel.prefetch`` puts them there (its registry's values, above)."""
-    return int(PREFETCH.value(config.kernel.prefetch).does(config))
+    return int(answer("prefetch", config.kernel.prefetch, config, wants="a whole number of rows ≥ 0",
+                      check=whole(0)))
 
 
 def prefetched_columns(block: Block, config: Config, rows: int | None = None) -> int:

@@ -137,7 +137,11 @@ def parse_bundle(name: str, data: dict[str, Any], where: str, here: Path | None 
     if "base" not in data:
         return own
     base = _base(data["base"], where, here, bases)
-    return Bundle(name, {**base.settings, **own.settings}, base.when + own.when)
+    settings = {**base.settings, **own.settings}
+    loads = (*base.settings.get(("kernel", "plugins"), ()), *own.settings.get(("kernel", "plugins"), ()))
+    if loads:  # a bundle loads its bases' plugins and its own
+        settings["kernel", "plugins"] = tuple(dict.fromkeys(loads))
+    return Bundle(name, settings, base.when + own.when)
 
 
 def _base(given: Any, where: str, here: Path | None, bases: tuple[Path, ...]) -> Bundle:
@@ -153,9 +157,12 @@ def _base(given: Any, where: str, here: Path | None, bases: tuple[Path, ...]) ->
     else:
         path = check_path(given, f"{where}: base =")
         path = (here / path if here is not None and not path.is_absolute() else path).resolve()
-    if path in bases or len(bases) >= MAX_BASES:
+    if path in bases:
         raise InputError(f"{where}: base = {show(given)} leads back to a bundle already read ({path}): bases must "
                          f"not form a loop")
+    if len(bases) >= MAX_BASES:
+        raise InputError(f"{where}: base = {show(given)} would be the {len(bases) + 1}th bundle of one chain of "
+                         f"bases, more than {MAX_BASES}: start from a bundle nearer the build")
     return _read(path, path.stem, bases)
 
 

@@ -90,6 +90,10 @@ class Choice:
         if not isinstance(name, (str, bool)) or (isinstance(name, str) and not name.isidentifier()):
             raise RegistryError(f"{module}: kernel.{self.key} value {name!r} must be a word (letters, digits, _) or "
                                 f"true/false; integers are registered with add_numbers")
+        if (isinstance(name, str) and name.lower() in ("true", "false")) or \
+                (isinstance(name, bool) and not isinstance(self.default, bool)):
+            raise RegistryError(f"{module}: kernel.{self.key} value {name!r}: true and false are the values of a "
+                                f"yes/no choice only, spelled as TOML's booleans; choose a word")
         self._check_entry(module, name, does, doc, source, rules)
         value = Value(name, does, doc, source, tuple(rules), module)
         self.values[name] = value
@@ -121,12 +125,6 @@ class Choice:
         if problem:
             raise RegistryError(f"{module}: kernel.{self.key} = {spell(name)} breaks the registry's contract: "
                                 f"{problem}")
-
-    def remove(self, module: str) -> None:
-        """Forget what ``module`` registered (a plugin that failed half way)."""
-        self.values = {k: v for k, v in self.values.items() if v.module != module}
-        if self.numbers is not None and self.numbers.module == module:
-            self.numbers = None
 
     @property
     def names(self) -> list[str]:
@@ -230,6 +228,26 @@ def check_value(key: str, given: Any) -> None:
     REGISTRIES[key].value(given)
 
 
+def answer(key: str, given: Any, *args: Any, wants: str, check: Callable[[Any], bool]) -> Any:
+    """What value ``given`` of choice ``key`` answers for ``args`` (its ``does`` called): an exception, or an
+    answer that is not what ``check`` takes (``wants``, in words), is one line naming the value and the module
+    that registered it (a plugin's broken contract)."""
+    value = REGISTRIES[key].value(given)
+    try:
+        got = value.does(*args)
+    except Exception as exc:
+        raise InputError(f"kernel.{key} = {value.word} ({value.module}) raised {type(exc).__name__}: {exc}; it "
+                         f"must answer {wants}") from None
+    if not check(got):
+        raise InputError(f"kernel.{key} = {value.word} ({value.module}) answered {got!r}; it must answer {wants}")
+    return got
+
+
+def whole(low: int) -> Callable[[Any], bool]:
+    """A check of :func:`answer`: an integer (not a bool) ≥ ``low``."""
+    return lambda got: isinstance(got, int) and not isinstance(got, bool) and got >= low
+
+
 def resolve(kernel: Any) -> dict[str, Value]:
     """The registered value of each choice that ``kernel`` (a :class:`~tfa_sim.spec.config.KernelConfig`) sets."""
     load_providers()
@@ -237,9 +255,19 @@ def resolve(kernel: Any) -> dict[str, Value]:
 
 
 def problems(config: Any) -> Iterator[str]:
-    """The legality problems the config's chosen values' rules find, in registry order."""
-    for value in resolve(config.kernel).values():
+    """The legality problems the config's chosen values' rules find, in registry order; a rule that raises, or
+    answers other than a line or None, is one line naming its value and module (a plugin's broken contract)."""
+    for key, value in resolve(config.kernel).items():
         for rule in value.rules:
-            problem = rule(config)
+            try:
+                problem = rule(config)
+            except Exception as exc:  # a plugin's rule: never a traceback
+                raise InputError(f"kernel.{key} = {value.word} ({value.module}): its rule "
+                                 f"{getattr(rule, '__name__', 'rule')} raised {type(exc).__name__}: {exc}; fix the "
+                                 f"rule (config → a one-line problem or None)") from None
+            if problem is not None and not isinstance(problem, str):
+                raise InputError(f"kernel.{key} = {value.word} ({value.module}): its rule "
+                                 f"{getattr(rule, '__name__', 'rule')} answered {problem!r}; a rule answers a "
+                                 f"one-line problem or None")
             if problem:
                 yield problem

@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 
 from tfa_sim.buffers.capacity import CUBE_K_CHOICES, buffer_use, cube_k
-from tfa_sim.spec.choices import problems
+from tfa_sim.spec import plugins
+from tfa_sim.spec.builds import load_bundle
+from tfa_sim.spec.choices import problems, resolve
 from tfa_sim.spec.config import Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import Hardware, load_hardware
@@ -52,8 +54,23 @@ def _check_variants(config: Config) -> None:
 def _check_choices(config: Config) -> None:
     """The rules the chosen values of the design choices bring (their registries', :mod:`tfa_sim.spec.choices`),
     each written beside the value it concerns, whichever build carries it."""
+    _check_origins(config)
     for problem in problems(config):
         raise InputError(f"illegal config: {problem}")
+
+
+def _check_origins(config: Config) -> None:
+    """A plugin's value is the config's only when the config (``kernel.plugins``, ``--plugin``) or its build
+    bundle loads that plugin: one loaded by another config of the same process (a sweep's other point) lends
+    it none."""
+    mine = plugins.allowed([*config.kernel.plugins, *load_bundle(config.kernel.build).settings.get(
+        ("kernel", "plugins"), ())])
+    for key, value in resolve(config.kernel).items():
+        came = plugins.origin(key, value.name, integer=isinstance(value.name, int) and not isinstance(value.name, bool))
+        if came is not None and came not in mine:
+            raise InputError(f"illegal config: kernel.{key} = {value.word} is a value of plugin "
+                             f"{plugins.NAMED.get(came, value.module)}, which this config does not load; add the "
+                             f"plugin to kernel.plugins (or --plugin)")
 
 
 def _require(ok: bool, message: str) -> None:

@@ -10,6 +10,7 @@ registered before failing is taken back.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -25,6 +26,14 @@ from tfa_sim.spec.safety import check_path, read_bytes
 #: Plugins imported in this process: a file's content hash (the same module copied elsewhere is the same plugin)
 #: or a dotted name → the module's name in ``sys.modules``.
 LOADED: dict[str, str] = {}
+#: Each plugin as configs name it (a file by its absolute path, a module by its dotted name) → its key in LOADED.
+KEYS: dict[str, str] = {}
+#: What each plugin added: (choice key, value name, or :data:`NUMBERS` for integers) → the plugin's key in LOADED.
+ORIGIN: dict[tuple[str, object], str] = {}
+#: Each plugin's key in LOADED → the name it was first loaded by (what messages call it).
+NAMED: dict[str, str] = {}
+#: The entry of ORIGIN for a choice's integers.
+NUMBERS = "<integers>"
 #: No plugin module is this large.
 MAX_PLUGIN_BYTES = 1 << 22
 
@@ -50,38 +59,72 @@ def load_plugins(names: Iterable[str], base: Path | None = None, where: str = "k
         else:
             key = name
         if key not in LOADED:
-            LOADED[key] = _import(name, is_file(name), where)
+            LOADED[key] = _import(name, is_file(name), where, key)
+            NAMED[key] = name
+        KEYS[name] = key
         out.append(name)
     return out
 
 
-def _import(key: str, from_file: bool, where: str) -> str:
-    """Import one plugin; on any failure take back what it registered and raise one line."""
+def origin(key: str, value: object, integer: bool = False) -> str | None:
+    """The plugin (its key in :data:`LOADED`) that added ``value`` (an integer of the choice's range when
+    ``integer``) to the choice ``key``; None for a shipped value."""
+    return ORIGIN.get((key, NUMBERS if integer else value))
+
+
+def allowed(names: Iterable[str]) -> set[str]:
+    """The keys in :data:`LOADED` of the plugins ``names`` (as load_plugins returned them)."""
+    return {KEYS[name] for name in names if name in KEYS}
+
+
+def _import(name: str, from_file: bool, where: str, key: str) -> str:
+    """Import one plugin; on any failure put every registry back as it was and raise one line.  What the import
+    added — itself or through modules it imported — is noted as the plugin's (:data:`ORIGIN`)."""
     choices.load_providers()  # the shipped values first: a plugin's name clashes with them, not they with it
-    module = f"tfa_sim_plugin_{len(LOADED)}_{Path(key).stem}" if from_file else key
+    module = f"tfa_sim_plugin_{len(LOADED)}_{Path(name).stem}" if from_file else name
+    before = {k: (dict(r.values), r.numbers) for k, r in choices.REGISTRIES.items()}
     try:
         if from_file:
-            spec = importlib.util.spec_from_file_location(module, key)
+            spec = importlib.util.spec_from_file_location(module, name)
             assert spec is not None and spec.loader is not None, "a .py path always has a loader"
             loaded = importlib.util.module_from_spec(spec)
             sys.modules[module] = loaded
             spec.loader.exec_module(loaded)
         else:
-            importlib.import_module(key)
+            importlib.import_module(name)
     except TfaSimError as exc:  # a registry refused an entry: its line names the rule
-        _forget(module)
-        raise InputError(f"{where}: plugin {key}: {str(exc).splitlines()[0].removeprefix(module + ': ')}") from None
+        _restore(before, module)
+        raise InputError(f"{where}: plugin {name}: {str(exc).splitlines()[0].removeprefix(module + ': ')}") from None
     except (Exception, SystemExit) as exc:  # any failure of a user's module is one line, never a traceback
-        _forget(module)
-        frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        at = f" (line {frame[0].lineno} of {frame[0].filename})" if frame else ""
-        raise InputError(f"{where}: plugin {key} failed to import: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}{at}; fix the module or drop it") from None
+        _restore(before, module)
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"{where}: plugin {name} failed to import: {type(exc).__name__}"
+                         f"{': ' + text if text else ''}{_where(exc)}; fix the module or drop it") from None
+    for k, registry in choices.REGISTRIES.items():  # each added value named after the plugin, as users give it
+        for value, entry in list(registry.values.items()):
+            if value not in before[k][0]:
+                registry.values[value], ORIGIN[k, value] = dataclasses.replace(entry, module=name), key
+        if registry.numbers is not None and before[k][1] is None:
+            registry.numbers, ORIGIN[k, NUMBERS] = dataclasses.replace(registry.numbers, module=name), key
     return module
 
 
-def _forget(module: str) -> None:
-    """Take back every value ``module`` registered, and the module itself."""
-    for registry in choices.REGISTRIES.values():
-        registry.remove(module)
+def _where(exc: BaseException) -> str:
+    """Where in the user's code ``exc`` arose: a syntax error's line, else the last frame outside Python's import
+    machinery ('' when there is none: a module that does not exist)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (line {exc.lineno} of {exc.filename})"
+    ours = (Path(importlib.__file__).parent, Path(__file__))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+              and Path(f.filename).parent != ours[0] and Path(f.filename) != ours[1]] if exc.__traceback__ else []
+    return f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else ""
+
+
+def _restore(before: dict[str, tuple[dict[str | int | bool, choices.Value], choices.Numbers | None]],
+             module: str) -> None:
+    """Every registry as it was before a failed plugin's import (what it registered, itself or through modules
+    it imported, taken back), and the module itself forgotten."""
+    for k, (values, numbers) in before.items():
+        registry = choices.REGISTRIES[k]
+        registry.values, registry.numbers = values, numbers
     sys.modules.pop(module, None)

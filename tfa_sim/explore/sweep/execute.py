@@ -30,7 +30,8 @@ from tfa_sim.explore.sweep.schema import filled, show
 from tfa_sim.explore.sweep.spec import Sweep, load_sweep
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.extras import require
-from tfa_sim.spec.load import parse_config
+from tfa_sim.spec.load import parse_config, with_plugins
+from tfa_sim.spec.plugins import load_plugins
 
 DASK_CONNECT_TIMEOUT = 5  # seconds to reach a --scheduler before giving up
 TEST_SIGNAL_ENV = "TFA_SIM_SWEEP_TEST_SIGNAL"
@@ -107,6 +108,9 @@ def run_sweep(source: str | Path | Mapping[str, Any], out: Path, jobs: int, exec
     check_executor(jobs, executor)
     sweep = load_sweep(source)
     check_constraints(sweep)
+    # The plugins every point loads, loaded here first: one that fails is the sweep's error (one line, exit 2,
+    # nothing written), not every point's "illegal".
+    load_plugins(with_plugins(sweep.base, []), where="[base] kernel.plugins")
     with claimed(out, sweep, "sweep spec" if isinstance(source, Mapping) else str(Path(source))):
         results, references = resumed(out / RESULTS), resumed(out / REFERENCES)
         work = plan(sweep, {r["key"] for r in results}, {r["key"] for r in references})

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from tfa_sim.explore.sweep.plots import figure_png, order
 from tfa_sim.explore.sweep.report import interval
 from tfa_sim.explore.tune.search import Search
 from tfa_sim.explore.tune.space import Candidate, Space
+from tfa_sim.spec.builds import is_path
 from tfa_sim.views.figures import points
 
 #: Stall changes the report lists (the largest first).
@@ -239,8 +241,12 @@ def _toml_value(value: Any) -> str:
 
 
 def config_toml(config: dict[str, dict[str, Any]], comment: str) -> str:
-    """A complete config as TOML (absent values left out), ``comment`` on top."""
+    """A complete config as TOML (absent values left out), ``comment`` on top; a bundle's path made absolute, as
+    its plugins' are (the file is run from anywhere)."""
     lines = [f"# {comment}"]
+    build = config.get("kernel", {}).get("build")
+    if isinstance(build, str) and is_path(build) and not Path(build).is_absolute():
+        config = {**config, "kernel": {**config["kernel"], "build": str(Path(build).resolve())}}
     for section, values in config.items():
         lines += ["", f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
     return "\n".join(lines) + "\n"
