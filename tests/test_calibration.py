@@ -222,10 +222,12 @@ def calibrate_cli(tmp_path, *args, timeout=600):
     (POINTS_HEADER + ROW.replace("x86_64", "riscv"), "host 'riscv'"),
     (POINTS_HEADER + ROW.replace(",1,128,128,", ",2,128,128,"), "is not S0/CUBE_S0"),
     (POINTS_HEADER + ROW.replace("jit", "older"), "kernel.build = 'older' is neither a shipped build nor a bundle"),
-    ("a,b\n1,2\n", "column preset"),
+    ("a,b\n1,2\n", "column 'a' is not one a points file takes"),
+    (POINTS_HEADER.rstrip("\n") + ",local_slot_num\n" + ROW.rstrip("\n") + ",1\n",
+     "column 'local_slot_num' is not one a points file takes"),
     (b"\xff\xfe\x00garbage", "cannot be read"),
 ], ids=["header only", "zero time", "nan time", "illegal shape", "unknown timing", "unknown without evidence",
-        "unknown host", "blocks disagree", "not a build", "wrong columns", "not UTF-8"])
+        "unknown host", "blocks disagree", "not a build", "wrong columns", "a column nothing reads", "not UTF-8"])
 def test_bad_points_files_exit_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "points.csv"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())

@@ -294,6 +294,11 @@ def load_points(path: str | Path) -> list[Point]:
                          f"{','.join(COLUMNS)}") from None
     reader = csv.DictReader(lines)
     table = "card" in (reader.fieldnames or ()) and "preset" not in (reader.fieldnames or ())
+    unknown = [c for c in reader.fieldnames or () if not table and c not in COLUMNS and c not in CHOICE_KEYS]
+    if unknown:  # a column read by nothing would be a setting the fit never saw
+        raise InputError(f"calibration points {path}: column {unknown[0]!r} is not one a points file takes (its "
+                         f"columns: {', '.join(COLUMNS)}, and the design choices: {', '.join(CHOICE_KEYS)}); "
+                         f"give other settings in a bundle named in the kernel column")
     points = []
     here = path.resolve().parent
     for i, row in enumerate(reader, start=1):
