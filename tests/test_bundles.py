@@ -268,3 +268,12 @@ def test_a_space_with_a_kernel_axis_tunes_and_the_report_names_the_knob():
     assert result.time_us == tfa_sim.run(result.best, event_log=False).time_us  # best.toml reproduces it
     with pytest.raises(InputError, match="axis kernel.build is part of the problem"):
         tfa_sim.tune(overrides={"case.s0": 2048}, space={"axes": {"kernel.build": ["manual", "dsl"]}})
+
+
+@pytest.mark.parametrize("table", ["[schedule]\nlocal_slot_num = -2\n",
+                                   "[[when]]\ns1_at_least = 1\n[when.tiling]\ntile_s1 = 0\n"])
+def test_a_value_out_of_range_in_a_bundle_names_the_bundle(tmp_path, table):
+    bundle = tmp_path / "neg.toml"
+    bundle.write_text('base = "dsl"\n' + table)
+    with pytest.raises(InputError, match=f"build bundle {bundle}: .* must be ≥ 1"):
+        tfa_sim.load_config(overrides={"kernel.build": str(bundle)})

@@ -31,6 +31,7 @@ from tfa_sim.spec.config import (
     CHOICE_KEYS,
     CONFIG_DIR,
     SECTION_TYPES,
+    ZERO_OK,
     CaseConfig,
     KernelConfig,
     merge,
@@ -88,6 +89,11 @@ def _table(where: str, section: str, given: Any) -> Settings:
         section_of(section, SECTION_TYPES[section], given)
     except InputError as exc:
         raise InputError(f"{where}: {str(exc).removeprefix('config error: ')}") from None
+    for key, value in given.items():  # the range every config checks, said here with the bundle's name
+        low = 0 if key in ZERO_OK else 1
+        if section in ("tiling", "schedule") and isinstance(value, int) and not isinstance(value, bool) and \
+                value < low:
+            raise InputError(f"{where}: {section}.{key} = {value} must be ≥ {low}")
     return {(section, key): value for key, value in given.items()}
 
 

@@ -236,6 +236,8 @@ AUTO = {("schedule", "s1_split")}
 
 
 #: Keys earlier versions accepted, with what replaced them.
+#: Integer keys of [tiling] and [schedule] where 0 is legal: qk_preload 0 is tfa-sim's no-preload schedule.
+ZERO_OK = ("qk_preload",)
 RETIRED = {("schedule", "ub_exp_max"): "the l1_exp_max ring's entries are kernel.exp_ring's; drop the key"}
 #: Keys earlier versions spelled otherwise, read as their new key: old (section, key) → (new section, new key, old
 #: value → new).

@@ -11,7 +11,7 @@ from tfa_sim.buffers.capacity import CUBE_K_CHOICES, buffer_use, cube_k
 from tfa_sim.spec import plugins
 from tfa_sim.spec.builds import load_bundle
 from tfa_sim.spec.choices import problems, resolve
-from tfa_sim.spec.config import Config
+from tfa_sim.spec.config import ZERO_OK, Config
 from tfa_sim.spec.errors import InputError
 from tfa_sim.spec.hardware import Hardware, load_hardware
 from tfa_sim.spec.workload import instruction_groups
@@ -78,8 +78,6 @@ def _require(ok: bool, message: str) -> None:
         raise InputError(f"illegal config: {message}")
 
 
-#: Integer keys where 0 is legal: qk_preload 0 is tfa-sim's no-preload schedule.
-ZERO_OK = ("qk_preload",)
 
 
 def check_legal(config: Config) -> None:
