@@ -56,6 +56,8 @@ def test_set_override_and_yaml(tmp_path):
     ({"tiling": {"tile_s1": 192, "cube_s1": 128}, "case": {"s1": 1536}}, "TILE_S1 % CUBE_S1 == 0"),
     ({"tiling": {"cube_s0": 40, "tile_s1": 256, "cube_s1": 32}, "case": {"s0": 80}}, "CUBE_S0 % (2·kTileFactor) == 0"),
     ({"case": {"head": 16}}, "case.head=16 must be a multiple of 32: QK's matmul steps its K (HEAD) in a CubeK"),
+    ({"schedule": {"local_slot_num": 4}}, "reduce tiling.tile_s1 or a count (schedule.local_slot_num, "),
+    ({"kernel": {"ub_union": False}}, "or set kernel.ub_union = true"),
     ({"tiling": {"cube_s1": 48, "tile_s1": 96}, "case": {"s1": 960}}, "tiling.cube_s1=48 must be a multiple of 32"),
     ({"case": {"head": 64, "s0": 256, "s1": 4096}, "tiling": {"cube_s0": 256, "cube_s1": 64, "tile_s1": 2048}},
      "Vec_S0·4 must be a multiple of 32 bytes"),

@@ -80,6 +80,16 @@ def _require(ok: bool, message: str) -> None:
 
 
 
+def _ub_knobs(config: Config) -> str:
+    """What a UB that overflows can take less of, as the config sets it: the tile size, the counts, the union."""
+    s, k = config.schedule, config.kernel
+    counts = ["schedule.ub_src" if s.ub_src is not None else "schedule.local_slot_num", "schedule.ub_x_exp",
+              "kernel.exp_ring (the l1_exp_max ring's entries)"]
+    union = ", or set kernel.ub_union = true (the GU input in the softmax source's tiles)" if k.ub_union is False \
+        else ""
+    return f"reduce tiling.tile_s1 or a count ({', '.join(counts)}){union}"
+
+
 def check_legal(config: Config) -> None:
     """Raise :class:`InputError` for the first broken legality rule."""
     c, t, s = config.case, config.tiling, config.schedule
@@ -127,9 +137,8 @@ def _check_capacities(config: Config, hw: Hardware) -> None:
     c, t, s = config.case, config.tiling, config.schedule
     use = buffer_use(config, hw.ub_align)
     _require(use.l1_bytes <= hw.l1, f"L1 holds {use.l1_bytes} bytes > {hw.l1} ({use.l1}); reduce buffer counts "
-             f"(schedule.l1_*) or tile sizes")
-    _require(use.ub_bytes <= hw.ub, f"UB holds {use.ub_bytes} bytes > {hw.ub} ({use.ub}); reduce tiling.tile_s1 "
-             f"or schedule.ub_* counts")
+             f"(schedule.l1_*{', or schedule.local_slot_num' if s.l1_p is None else ''}) or tile sizes")
+    _require(use.ub_bytes <= hw.ub, f"UB holds {use.ub_bytes} bytes > {hw.ub} ({use.ub}); {_ub_knobs(config)}")
     acc = hw.l0c // s.l0c
     _require(use.l0c_accumulator <= acc, f"one L0C accumulator needs {use.l0c_accumulator} bytes > {acc} "
              f"(l0c {hw.l0c} / schedule.l0c={s.l0c}); reduce cube_s0 or cube_s1")
