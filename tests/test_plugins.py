@@ -238,3 +238,22 @@ def test_best_toml_names_a_bundle_by_its_absolute_path(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     assert f'build = "{tmp_path / "bund" / "mine.toml"}"' in config_toml({"kernel": {"build": "bund/mine.toml"}}, "c")
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("register('exp_ring', 'x', lambda s: 4, 'd', 's', rules=None)\n", "rules must be a tuple of functions"),
+    ("def broken(:\n", "SyntaxError: invalid syntax (line 2 of {path})"),
+])
+def test_a_plugins_mistake_is_named_where_it_is(body, needle, tmp_path):
+    path = write_plugin(tmp_path / "mistake.py", body)
+    with pytest.raises(InputError) as err:
+        tfa_sim.load_config(plugins=[path])
+    assert needle.format(path=path) in str(err.value) and "tfa_sim/api/plugins.py" not in str(err.value)
+
+
+def test_the_tune_report_does_not_count_the_plugins_as_a_change():
+    from tfa_sim.explore.tune.report import changes
+
+    base = tfa_sim.load_config().to_dict()
+    loaded = {**base, "kernel": {**base["kernel"], "plugins": ["/x/ring.py"], "exp_ring": 6}}
+    assert changes(loaded, base) == {"kernel.exp_ring": 6}

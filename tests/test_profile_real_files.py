@@ -371,3 +371,15 @@ def test_a_launch_without_its_task_row_is_refused_not_left_out(tmp_path):
     with pytest.raises(InputError, match=f"globalTaskId {task}: COMPUTE_TASK_INFO has a launch of runTFA that TASK "
                                          f"has no row of"):
         read_profile(database, "runTFA")
+
+
+def test_an_empty_task_time_is_said_to_be_missing(tmp_path):
+    with KERNEL_DETAILS.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    at, name = rows[0].index("Duration(us)"), rows[0].index("Name")
+    path = tmp_path / "kernel_details.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(
+            [r[:at] + [""] + r[at + 1:] if n and r[name] == "runTFA" else r for n, r in enumerate(rows)])
+    with pytest.raises(InputError, match="the task's time of runTFA is missing \\(empty or N/A\\)"):
+        read_profile(path, "runTFA")

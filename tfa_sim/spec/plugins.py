@@ -97,7 +97,8 @@ def _import(name: str, from_file: bool, where: str, key: str) -> str:
         raise InputError(f"{where}: plugin {name}: {str(exc).splitlines()[0].removeprefix(module + ': ')}") from None
     except (Exception, SystemExit) as exc:  # any failure of a user's module is one line, never a traceback
         _restore(before, module)
-        text = str(exc).splitlines()[0] if str(exc) else ""
+        said = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # (a SyntaxError's str repeats its place)
+        text = said.splitlines()[0] if said else ""
         raise InputError(f"{where}: plugin {name} failed to import: {type(exc).__name__}"
                          f"{': ' + text if text else ''}{_where(exc)}; fix the module or drop it") from None
     for k, registry in choices.REGISTRIES.items():  # each added value named after the plugin, as users give it
