@@ -78,8 +78,6 @@ def _require(ok: bool, message: str) -> None:
         raise InputError(f"illegal config: {message}")
 
 
-
-
 def _ub_knobs(config: Config) -> str:
     """What a UB that overflows can take less of, as the config sets it: the tile size, the counts, the union."""
     s, k = config.schedule, config.kernel
