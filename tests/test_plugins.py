@@ -11,10 +11,26 @@ from test_readme import ROOT, follows, run_document
 
 import tfa_sim
 from tfa_sim.cli import main
-from tfa_sim.spec import choices
+from tfa_sim.spec import choices, plugins
 from tfa_sim.spec.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "plugins" / "gu_first.py"
+
+
+@pytest.fixture(autouse=True)
+def registries_as_they_were():
+    """Each test's plugins taken back after it: the registries and the loaded plugins as before (other tests of the
+    process name the shipped values in their messages)."""
+    choices.load_providers()
+    values = {k: (dict(r.values), r.numbers) for k, r in choices.REGISTRIES.items()}
+    state = {name: dict(getattr(plugins, name)) for name in ("LOADED", "KEYS", "ORIGIN", "NAMED")}
+    yield
+    for k, (kept, numbers) in values.items():
+        choices.REGISTRIES[k].values, choices.REGISTRIES[k].numbers = kept, numbers
+    for name, saved in state.items():
+        table = getattr(plugins, name)
+        table.clear()
+        table.update(saved)
 
 
 @pytest.fixture
