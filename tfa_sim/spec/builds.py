@@ -221,13 +221,17 @@ def build_defaults(data: dict[str, Any]) -> Settings:
 
 
 def with_build(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with its build's settings where ``data`` gives none (a non-table section is left for the schema
-    to refuse)."""
+    """``data`` with its build's settings where ``data`` gives none, and the build's plugins beside its own (a
+    config lists every plugin it loads); a non-table section is left for the schema to refuse."""
     if not isinstance(data, dict) or not isinstance(data.get("kernel", {}), dict):
         return data
     for (section, key), value in build_defaults(data).items():
         table = data.get(section, {})
-        if isinstance(table, dict) and key not in table:
+        if not isinstance(table, dict):
+            continue
+        if (section, key) == ("kernel", "plugins") and isinstance(table.get(key), list):
+            data = merge(data, section, key, list(dict.fromkeys([*value, *table[key]])))  # its build's and its own
+        elif key not in table:
             data = merge(data, section, key, value)
     return data
 

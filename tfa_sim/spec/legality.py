@@ -9,7 +9,6 @@ import math
 
 from tfa_sim.buffers.capacity import CUBE_K_CHOICES, buffer_use, cube_k
 from tfa_sim.spec import plugins
-from tfa_sim.spec.builds import load_bundle
 from tfa_sim.spec.choices import problems, resolve
 from tfa_sim.spec.config import ZERO_OK, Config
 from tfa_sim.spec.errors import InputError
@@ -60,11 +59,10 @@ def _check_choices(config: Config) -> None:
 
 
 def _check_origins(config: Config) -> None:
-    """A plugin's value is the config's only when the config (``kernel.plugins``, ``--plugin``) or its build
-    bundle loads that plugin: one loaded by another config of the same process (a sweep's other point) lends
-    it none."""
-    mine = plugins.allowed([*config.kernel.plugins, *load_bundle(config.kernel.build).settings.get(
-        ("kernel", "plugins"), ())])
+    """A plugin's value is the config's only when the config loads that plugin (``kernel.plugins``: its own,
+    ``--plugin``'s and its build bundle's): one loaded by another config of the same process (a sweep's other
+    point) lends it none."""
+    mine = plugins.allowed(config.kernel.plugins)
     for key, value in resolve(config.kernel).items():
         came = plugins.origin(key, value.name, integer=isinstance(value.name, int) and not isinstance(value.name, bool))
         if came is not None and came not in mine:
